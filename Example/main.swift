@@ -1,0 +1,3 @@
+import CancellablePromiseKit
+
+print("CancellablePromiseKit example")

@@ -1,0 +1,27 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "CancellablePromiseKit",
+    platforms: [.macOS(.v10_15), .iOS(.v13), .tvOS(.v13), .watchOS(.v6)],
+    products: [
+        .library(name: "PromiseCore", targets: ["PromiseCore"]),
+        .library(name: "CancellablePromiseKit", targets: ["CancellablePromiseKit"]),
+        .library(name: "PromiseFoundation", targets: ["PromiseFoundation"]),
+        .executable(name: "Example", targets: ["Example"]),
+    ],
+    targets: [
+        .target(name: "PromiseCore"),
+        .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore"]),
+        .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
+        .executableTarget(name: "Example", dependencies: ["CancellablePromiseKit", "PromiseFoundation"], path: "Example"),
+        .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore"]),
+        .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit"]),
+        .testTarget(
+            name: "PromiseFoundationTests",
+            dependencies: ["PromiseFoundation"],
+            resources: [.copy("Server")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,112 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// Locking without an allocation per lock.
+//
+// A promise must be created and fulfilled in about the cost of one allocation and one lock,
+// so its lock lives inside the promise object itself. Swift gives no stable address for a
+// stored property (an `inout` access may go through a temporary, and ThreadSanitizer reports
+// concurrent `inout` accesses as races), and `Synchronization.Mutex` hides its contended path
+// from ThreadSanitizer. So the lock word is the *first stored property of a root class* and is
+// addressed through the object pointer: a Swift object is a header of two words followed by its
+// stored properties in declaration order. `LockWordTests` checks the offset on every platform
+// the suite runs on.
+
+#if canImport(Darwin)
+/// The platform lock stored inline in promise objects.
+package typealias LockWord = os_unfair_lock
+#else
+/// The platform lock stored inline in promise objects.
+package typealias LockWord = pthread_mutex_t
+#endif
+
+/// Creates an unlocked lock word (all platforms' static initialisers are zero bits).
+@inline(__always)
+package func makeLockWord() -> LockWord {
+    LockWord()
+}
+
+/// Offset of the first stored property of a root Swift class: two words of object header,
+/// rounded up to the lock word's alignment.
+@usableFromInline
+let lockWordOffset: Int = {
+    let header = 2 * MemoryLayout<UnsafeRawPointer>.size
+    let align = MemoryLayout<LockWord>.alignment
+    return (header + align - 1) / align * align
+}()
+
+/// Returns the address of the lock word stored as the first property of `object`'s root class.
+@inline(__always)
+package func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {
+    UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        .advanced(by: lockWordOffset)
+        .assumingMemoryBound(to: LockWord.self)
+}
+
+@inline(__always)
+package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
+    #if canImport(Darwin)
+    os_unfair_lock_lock(pointer)
+    #else
+    let rc = pthread_mutex_lock(pointer)
+    assert(rc == 0, "pthread_mutex_lock failed: \(rc)")
+    #endif
+}
+
+@inline(__always)
+package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
+    #if canImport(Darwin)
+    os_unfair_lock_unlock(pointer)
+    #else
+    let rc = pthread_mutex_unlock(pointer)
+    assert(rc == 0, "pthread_mutex_unlock failed: \(rc)")
+    #endif
+}
+
+@inline(__always)
+package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
+    #if !canImport(Darwin)
+    pthread_mutex_destroy(pointer)
+    #endif
+}
+
+/// A small lock-protected cell for state that is not on a hot path (configuration, aggregates,
+/// cancel contexts in other modules). The lock word is its first stored property.
+package final class Locked<Value>: @unchecked Sendable {
+    private var word = makeLockWord()  // must stay the first stored property
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+    }
+
+    deinit {
+        lockWordDestroy(lockWordPointer(self))
+    }
+
+    /// Runs `body` with exclusive access to the value. `body` must not call user code.
+    @inline(__always)
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        let p = lockWordPointer(self)
+        lockWordLock(p)
+        defer { lockWordUnlock(p) }
+        return try body(&value)
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset.
+    package func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &word) { UnsafeMutableRawPointer($0) }
+    }
+}
+
+/// Wraps a value that is handed between threads under the library's own synchronisation
+/// (a lock or a dispatch hop), where the compiler cannot see that the transfer is safe.
+package struct UncheckedSendable<Value>: @unchecked Sendable {
+    package var value: Value
+    @inline(__always) package init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,169 @@
+import Dispatch
+
+// The steps of a chain. Each is the promise it produces, waiting on its source as a
+// `Continuation`: one allocation per link.
+
+/// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
+final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
+    private var transform: ((T) throws -> U)?
+    private let queue: DispatchQueue?
+    private let flags: DispatchWorkItemFlags?
+
+    init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
+        self.transform = transform
+        self.queue = queue
+        self.flags = flags
+        super.init(pending: ())
+    }
+
+    func resume(from source: AnyObject) -> Unblocked {
+        switch unsafeDowncast(source, to: Promise<T>.self).settledResult {
+        case .rejected(let error):
+            transform = nil
+            return settle(.rejected(error))
+        case .fulfilled(let value):
+            guard let queue else { return run(value) }
+            return dispatchStep(on: queue, flags: flags) { self.run(value) }
+        }
+    }
+
+    private func run(_ value: T) -> Unblocked {
+        let transform = self.transform!
+        self.transform = nil
+        do {
+            return settle(.fulfilled(try transform(value)))
+        } catch {
+            return settle(.rejected(error))
+        }
+    }
+
+    static func popForTeardown(_ stack: inout [any Continuation]) {
+        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
+    }
+}
+
+/// `then`: runs a body returning a promise, then follows that promise.
+final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sendable {
+    private var body: ((T) throws -> R)?
+    private let queue: DispatchQueue?
+    private let flags: DispatchWorkItemFlags?
+    /// Set once the body has returned: further resumes come from the returned promise.
+    private var following = false
+
+    init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
+        self.body = body
+        self.queue = queue
+        self.flags = flags
+        super.init(pending: ())
+    }
+
+    func resume(from source: AnyObject) -> Unblocked {
+        if following {
+            return settle(unsafeDowncast(source, to: Promise<R.T>.self).settledResult)
+        }
+        switch unsafeDowncast(source, to: Promise<T>.self).settledResult {
+        case .rejected(let error):
+            body = nil
+            return settle(.rejected(error))
+        case .fulfilled(let value):
+            guard let queue else { return run(value) }
+            return dispatchStep(on: queue, flags: flags) { self.run(value) }
+        }
+    }
+
+    private func run(_ value: T) -> Unblocked {
+        let body = self.body!
+        self.body = nil
+        let returned: Promise<R.T>
+        do {
+            let rv = try body(value)
+            if rv === self { return settle(.rejected(PMKError.returnedSelf)) }
+            returned = rv.asPromise()
+        } catch {
+            return settle(.rejected(error))
+        }
+        if returned === self { return settle(.rejected(PMKError.returnedSelf)) }
+        following = true
+        return returned.observe(self)
+    }
+
+    static func popForTeardown(_ stack: inout [any Continuation]) {
+        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
+    }
+}
+
+/// What a general step does with its source's result.
+package enum StepOutcome<U> {
+    /// Settle with this result.
+    case result(Result<U>)
+    /// Follow this promise.
+    case follow(Promise<U>)
+}
+
+/// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
+/// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
+/// the body must run for it, and decides this promise's outcome.
+package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
+    private var body: ((Result<T>) throws -> StepOutcome<U>)?
+    private let queue: DispatchQueue?
+    private let flags: DispatchWorkItemFlags?
+    private let hop: HopRule
+    private var following = false
+
+    package init(
+        queue: DispatchQueue?,
+        flags: DispatchWorkItemFlags?,
+        hop: HopRule,
+        body: @escaping (Result<T>) throws -> StepOutcome<U>
+    ) {
+        self.body = body
+        self.queue = queue
+        self.flags = flags
+        self.hop = hop
+        super.init(pending: ())
+    }
+
+    package func resume(from source: AnyObject) -> Unblocked {
+        if following {
+            return settle(unsafeDowncast(source, to: Promise<U>.self).settledResult)
+        }
+        let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
+        guard let queue, hop.runsBody(for: result) else { return run(result) }
+        return dispatchStep(on: queue, flags: flags) { self.run(result) }
+    }
+
+    private func run(_ result: Result<T>) -> Unblocked {
+        let body = self.body!
+        self.body = nil
+        do {
+            switch try body(result) {
+            case .result(let outcome):
+                return settle(outcome)
+            case .follow(let promise):
+                if promise === self { return settle(.rejected(PMKError.returnedSelf)) }
+                following = true
+                return promise.observe(self)
+            }
+        } catch {
+            return settle(.rejected(error))
+        }
+    }
+
+    package static func popForTeardown(_ stack: inout [any Continuation]) {
+        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
+    }
+}
+
+extension Promise {
+    /// Attaches a general step to this promise and returns it.
+    package final func step<U>(
+        on queue: DispatchQueue?,
+        flags: DispatchWorkItemFlags?,
+        hop: HopRule,
+        _ body: @escaping (Result<T>) throws -> StepOutcome<U>
+    ) -> Promise<U> {
+        let step = Step<T, U>(queue: queue, flags: flags, hop: hop, body: body)
+        drain(observe(step))
+        return step
+    }
+}

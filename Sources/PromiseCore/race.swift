@@ -1,0 +1,55 @@
+/// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil).
+final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
+    private let rejections: Locked<Int>?
+    private let count: Int
+
+    init(count: Int, fulfilledOnly: Bool) {
+        self.count = count
+        rejections = fulfilledOnly ? Locked(0) : nil
+        super.init(pending: ())
+    }
+
+    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
+        if let rejections, case .rejected = result {
+            let all = rejections.withLock { n -> Bool in
+                n += 1
+                return n == count
+            }
+            return all ? settle(.rejected(PMKError.noWinner)) : .none
+        }
+        return settle(result)
+    }
+}
+
+/// Settles with the first thenable to settle, fulfilled or rejected; the others keep running.
+/// An empty array rejects with `PMKError.badInput`.
+public func race<U: Thenable>(_ thenables: [U]) -> Promise<U.T> {
+    guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
+    let race = Race<U.T>(count: thenables.count, fulfilledOnly: false)
+    connect(race, to: thenables.map { $0.asPromise() })
+    return race
+}
+
+/// Settles with the first thenable to settle. Unlike PromiseKit, calling it with no arguments
+/// rejects with `PMKError.badInput` instead of never settling.
+public func race<U: Thenable>(_ thenables: U...) -> Promise<U.T> {
+    race(thenables)
+}
+
+/// Resolves with the first guarantee to resolve. At least one guarantee is required (a race of
+/// no guarantees could never resolve, so it does not compile).
+public func race<T>(_ first: Guarantee<T>, _ rest: Guarantee<T>...) -> Guarantee<T> {
+    let all = [first] + rest
+    let race = Race<T>(count: all.count, fulfilledOnly: false)
+    connect(race, to: all.map { $0.promise })
+    return Guarantee(promise: race)
+}
+
+/// Fulfils with the first thenable to fulfil, skipping rejections; rejects with
+/// `PMKError.noWinner` if all reject, and with `PMKError.badInput` if the array is empty.
+public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
+    guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
+    let race = Race<U.T>(count: thenables.count, fulfilledOnly: true)
+    connect(race, to: thenables.map { $0.asPromise() })
+    return race
+}

@@ -1,0 +1,304 @@
+import Dispatch
+
+// MARK: - Aggregate machinery
+
+/// Delivers one input's result to an aggregate (`when`, `race`) with the input's index.
+final class AggregateInput<Sink: AggregateSink>: Continuation, @unchecked Sendable {
+    private let aggregate: Sink
+    private let index: Int
+
+    init(_ aggregate: Sink, index: Int) {
+        self.aggregate = aggregate
+        self.index = index
+    }
+
+    func resume(from source: AnyObject) -> Unblocked {
+        aggregate.receive(unsafeDowncast(source, to: Promise<Sink.Input>.self).settledResult, at: index)
+    }
+}
+
+protocol AggregateSink: AnyObject {
+    associatedtype Input
+    /// Records one input's result; returns what settling the aggregate released.
+    func receive(_ result: Result<Input>, at index: Int) -> Unblocked
+}
+
+/// Observes every input; inputs already settled are delivered at once.
+func connect<S: AggregateSink>(_ sink: S, to inputs: [Promise<S.Input>]) {
+    for (index, input) in inputs.enumerated() {
+        drain(input.observe(AggregateInput(sink, index: index)))
+    }
+}
+
+/// `when(fulfilled:)`: fulfils with every value in order, or rejects with the first error.
+final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
+    private let state: Locked<(values: [T?], remaining: Int)>
+
+    init(count: Int) {
+        state = Locked((values: Array(repeating: nil, count: count), remaining: count))
+        super.init(pending: ())
+    }
+
+    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
+        switch result {
+        case .rejected(let error):
+            return settle(.rejected(error))
+        case .fulfilled(let value):
+            let complete: [T]? = state.withLock { state in
+                guard state.remaining > 0 else { return nil }
+                state.values[index] = value
+                state.remaining -= 1
+                guard state.remaining == 0 else { return nil }
+                let values = state.values.map { $0! }
+                state.values = []
+                return values
+            }
+            guard let complete else { return .none }
+            return settle(.fulfilled(complete))
+        }
+    }
+}
+
+/// `when(resolved:)`: fulfils with every result in order once all have settled.
+final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sendable {
+    private let state: Locked<(results: [Result<T>?], remaining: Int)>
+
+    init(count: Int) {
+        state = Locked((results: Array(repeating: nil, count: count), remaining: count))
+        super.init(pending: ())
+    }
+
+    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
+        let complete: [Result<T>]? = state.withLock { state in
+            state.results[index] = result
+            state.remaining -= 1
+            guard state.remaining == 0 else { return nil }
+            let results = state.results.map { $0! }
+            state.results = []
+            return results
+        }
+        guard let complete else { return .none }
+        return settle(.fulfilled(complete))
+    }
+}
+
+// MARK: - when(fulfilled:)
+
+/// Waits for every thenable to fulfil, and fulfils with their values in order; rejects as soon
+/// as one rejects (the others keep running). An empty array fulfils with `[]`.
+///
+/// No handler hop: the result settles on the thread that settles the last input.
+public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
+    guard !thenables.isEmpty else { return .value([]) }
+    let aggregate = WhenFulfilled<U.T>(count: thenables.count)
+    connect(aggregate, to: thenables.map { $0.asPromise() })
+    return aggregate
+}
+
+/// `when(fulfilled:)` over thenables of different types; values are returned as `Any`.
+public func when(fulfilled thenables: [any Thenable]) -> Promise<[Any]> {
+    func erase<P: Thenable>(_ thenable: P) -> Promise<Any> {
+        thenable.asPromise().map(on: nil) { $0 as Any }
+    }
+    return when(fulfilled: thenables.map { erase($0) })
+}
+
+/// Waits for every `Void` thenable to fulfil.
+public func when<U: Thenable>(fulfilled promises: U...) -> Promise<Void> where U.T == Void {
+    when(fulfilled: promises)
+}
+
+/// Waits for every `Void` thenable to fulfil.
+public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.T == Void {
+    when(fulfilled: promises.map { $0.asPromise() }).map(on: nil) { _ in () }
+}
+
+/// Waits for both to fulfil; rejects with the first rejection.
+public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<(U.T, V.T)> {
+    when(fulfilled: [pu.asVoid(), pv.asVoid()] as [Promise<Void>]).map(on: nil) { _ in (pu.value!, pv.value!) }
+}
+
+/// Waits for all three to fulfil; rejects with the first rejection.
+public func when<U: Thenable, V: Thenable, W: Thenable>(fulfilled pu: U, _ pv: V, _ pw: W)
+    -> Promise<(U.T, V.T, W.T)>
+{
+    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid()] as [Promise<Void>])
+        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!) }
+}
+
+/// Waits for all four to fulfil; rejects with the first rejection.
+public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
+    fulfilled pu: U, _ pv: V, _ pw: W, _ px: X
+) -> Promise<(U.T, V.T, W.T, X.T)> {
+    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid()] as [Promise<Void>])
+        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
+}
+
+/// Waits for all five to fulfil; rejects with the first rejection.
+public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable>(
+    fulfilled pu: U, _ pv: V, _ pw: W, _ px: X, _ py: Y
+) -> Promise<(U.T, V.T, W.T, X.T, Y.T)> {
+    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid(), py.asVoid()] as [Promise<Void>])
+        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
+}
+
+/// Generates promises lazily, keeping at most `concurrently` pending at once; fulfils with
+/// every value in generation order, rejects on the first rejection (and stops generating).
+/// `concurrently <= 0` rejects with `PMKError.badInput`.
+///
+/// `promiseIterator.next()` is called on the thread that settles a previous promise, under a
+/// lock of its own (never concurrently).
+public func when<It: IteratorProtocol>(fulfilled promiseIterator: It, concurrently: Int)
+    -> Promise<[It.Element.T]> where It.Element: Thenable
+{
+    guard concurrently > 0 else { return Promise(error: PMKError.badInput) }
+    return ConcurrentWhen(promiseIterator, width: concurrently, stopOnRejection: true).start()
+        .map(on: nil) { results in
+            try results.map { try $0.get() }
+        }
+}
+
+/// Waits for every promise to settle, and fulfils with their results in order. Never rejects.
+public func when<T>(resolved promises: Promise<T>...) -> Guarantee<[Result<T>]> {
+    when(resolved: promises)
+}
+
+/// Waits for every promise to settle, and fulfils with their results in order. Never rejects.
+/// An empty array fulfils with `[]`.
+public func when<T>(resolved promises: [Promise<T>]) -> Guarantee<[Result<T>]> {
+    guard !promises.isEmpty else { return .value([]) }
+    let aggregate = WhenResolved<T>(count: promises.count)
+    connect(aggregate, to: promises)
+    return Guarantee(promise: aggregate)
+}
+
+/// Like `when(fulfilled:concurrently:)` but waits for every result. `concurrently <= 0` gives
+/// a single `.rejected(PMKError.badInput)` result, as in PromiseKit.
+public func when<It: IteratorProtocol>(resolved promiseIterator: It, concurrently: Int)
+    -> Guarantee<[Result<It.Element.T>]> where It.Element: Thenable
+{
+    guard concurrently > 0 else { return .value([.rejected(PMKError.badInput)]) }
+    return Guarantee(
+        promise: ConcurrentWhen(promiseIterator, width: concurrently, stopOnRejection: false).start())
+}
+
+/// Drives `when(…, concurrently:)`.
+private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable where It.Element: Thenable {
+    typealias T = It.Element.T
+    private struct State {
+        var iterator: It
+        var results: [Result<T>?] = []
+        var running = 0
+        var exhausted = false
+        var failed = false
+    }
+    private let state: Locked<State>
+    private let width: Int
+    private let stopOnRejection: Bool
+    private let output = Promise<[Result<T>]>(pending: ())
+
+    init(_ iterator: It, width: Int, stopOnRejection: Bool) {
+        self.state = Locked(State(iterator: iterator))
+        self.width = width
+        self.stopOnRejection = stopOnRejection
+    }
+
+    func start() -> Promise<[Result<T>]> {
+        pump()
+        return output
+    }
+
+    /// Starts promises until `width` are running or the iterator is exhausted.
+    private func pump() {
+        while true {
+            let next: (Int, It.Element)? = state.withLock { state in
+                guard !state.failed, !state.exhausted, state.running < width else { return nil }
+                guard let element = state.iterator.next() else {
+                    state.exhausted = true
+                    return nil
+                }
+                state.results.append(nil)
+                state.running += 1
+                return (state.results.count - 1, element)
+            }
+            guard let (index, thenable) = next else { break }
+            thenable.asPromise().pipe { result in self.finished(index, result) }
+        }
+        let done: [Result<T>]? = state.withLock { state in
+            guard state.running == 0, state.exhausted || state.failed else { return nil }
+            if state.failed { return nil }
+            return state.results.map { $0! }
+        }
+        if let done { output.resolve(.fulfilled(done)) }
+    }
+
+    private func finished(_ index: Int, _ result: Result<T>) {
+        let failedNow: Error? = state.withLock { state in
+            state.results[index] = result
+            state.running -= 1
+            if stopOnRejection, case .rejected(let error) = result, !state.failed {
+                state.failed = true
+                return error
+            }
+            return nil
+        }
+        if let failedNow {
+            output.resolve(.rejected(failedNow))
+            return
+        }
+        pump()
+    }
+}
+
+// MARK: - Guarantees
+
+/// Waits for every `Void` guarantee.
+public func when(_ guarantees: Guarantee<Void>...) -> Guarantee<Void> {
+    when(guarantees: guarantees)
+}
+
+/// Waits for every guarantee and returns their values in order.
+public func when<T>(_ guarantees: Guarantee<T>...) -> Guarantee<[T]> {
+    when(guarantees: guarantees)
+}
+
+/// Waits for every `Void` guarantee.
+public func when(guarantees: [Guarantee<Void>]) -> Guarantee<Void> {
+    when(guarantees: guarantees).map(on: nil) { (_: [Void]) in () }
+}
+
+/// Waits for every guarantee and returns their values in order. An empty array gives `[]`.
+public func when<T>(guarantees: [Guarantee<T>]) -> Guarantee<[T]> {
+    guard !guarantees.isEmpty else { return .value([]) }
+    let aggregate = WhenFulfilled<T>(count: guarantees.count)
+    connect(aggregate, to: guarantees.map { $0.promise })
+    return Guarantee(promise: aggregate)
+}
+
+/// Waits for both guarantees.
+public func when<U, V>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>) -> Guarantee<(U, V)> {
+    when(guarantees: [gu.asVoid(), gv.asVoid()]).map(on: nil) { (gu.value!, gv.value!) }
+}
+
+/// Waits for all three guarantees.
+public func when<U, V, W>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>)
+    -> Guarantee<(U, V, W)>
+{
+    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()]).map(on: nil) { (gu.value!, gv.value!, gw.value!) }
+}
+
+/// Waits for all four guarantees.
+public func when<U, V, W, X>(
+    guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>
+) -> Guarantee<(U, V, W, X)> {
+    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid(), gx.asVoid()])
+        .map(on: nil) { (gu.value!, gv.value!, gw.value!, gx.value!) }
+}
+
+/// Waits for all five guarantees.
+public func when<U, V, W, X, Y>(
+    guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>, _ gy: Guarantee<Y>
+) -> Guarantee<(U, V, W, X, Y)> {
+    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid(), gx.asVoid(), gy.asVoid()])
+        .map(on: nil) { (gu.value!, gv.value!, gw.value!, gx.value!, gy.value!) }
+}
