@@ -18,7 +18,7 @@ extension CatchMixin {
         _ body: @escaping (Error) -> Void
     ) -> PMKFinalizer {
         PMKFinalizer(
-            asPromise().step(on: on, flags: flags, hop: .rejected(policy)) { result in
+            asPromise().step(on: on, flags: flags, hop: .rejected(policy), isObserver: true) { result in
                 if case .rejected(let error) = result, policy == .allErrors || !error.isCancelled {
                     body(error)
                 }
@@ -65,7 +65,7 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always) { result in
+        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body()
             return .result(result)
         }
@@ -77,7 +77,7 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always) { result in
+        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
             .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(result) })
         }
     }
@@ -124,14 +124,17 @@ extension CatchMixin where T == Void {
 
 /// The end of a chain, returned by `catch` and `cauterize`.
 public class PMKFinalizer: @unchecked Sendable {
-    let promise: Promise<Void>
+    package let promise: Promise<Void>
 
-    init(_ promise: Promise<Void>) {
+    package init(_ promise: Promise<Void>) {
         self.promise = promise
     }
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
     public func finally(on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void) {
-        _ = promise.map(on: on, flags: flags) { _ in body() }
+        _ = promise.step(on: on, flags: flags, hop: .always, isObserver: true) { _ in
+            body()
+            return .result(.fulfilled(()))
+        }
     }
 }

@@ -71,23 +71,33 @@ package struct Handlers {
     }
 }
 
-/// Handlers released by settling `source`; they must be run with `drain`.
+/// Handlers released by settling `source`, and the attachment to notify; they must be run
+/// with `drain`.
 package struct Unblocked {
     package var source: AnyObject?
     package var handlers: Handlers
+    package var attachment: (any PromiseAttachment)?
 
     @inline(__always)
-    package init(source: AnyObject?, handlers: Handlers) {
+    package init(source: AnyObject?, handlers: Handlers, attachment: (any PromiseAttachment)? = nil) {
         self.source = source
         self.handlers = handlers
+        self.attachment = attachment
     }
 
     @inline(__always) package static var none: Unblocked { Unblocked(source: nil, handlers: Handlers()) }
 }
 
+/// An object attached to a promise by library code (a producer's task, a cancellable wrapper),
+/// told once, outside every lock, that the promise settled.
+package protocol PromiseAttachment: AnyObject {
+    func promiseDidSettle()
+}
+
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the
 /// order a recursive implementation would use (registration order at each promise).
 package func drain(_ start: Unblocked) {
+    start.attachment?.promiseDidSettle()
     guard var current = start.handlers.first, var source = start.source else { return }
     var deferred: [(AnyObject, any Continuation)] = []
     if let rest = start.handlers.rest {
@@ -95,6 +105,7 @@ package func drain(_ start: Unblocked) {
     }
     while true {
         let next = current.resume(from: source)
+        next.attachment?.promiseDidSettle()
         if let first = next.handlers.first, let nextSource = next.source {
             if let rest = next.handlers.rest {
                 for continuation in rest.reversed() { deferred.append((nextSource, continuation)) }

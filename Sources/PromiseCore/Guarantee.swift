@@ -19,14 +19,16 @@ public final class Guarantee<T>: Thenable, @unchecked Sendable {
     }
 
     /// Creates a pending guarantee and calls `body`, at once, with the function that resolves it.
-    public convenience init(resolver body: (@escaping (T) -> Void) -> Void) {
+    /// The function may be called from any thread; handlers run as their `on:` says.
+    public convenience init(resolver body: (@escaping @Sendable (T) -> Void) -> Void) {
         let (guarantee, resolve) = Guarantee.pending()
         self.init(promise: guarantee.promise)
         body(resolve)
     }
 
-    /// Returns a pending guarantee and the function that resolves it (first call wins).
-    public static func pending() -> (guarantee: Guarantee<T>, resolve: (T) -> Void) {
+    /// Returns a pending guarantee and the function that resolves it (first call wins). The
+    /// function may be called from any thread; handlers run as their `on:` says.
+    public static func pending() -> (guarantee: Guarantee<T>, resolve: @Sendable (T) -> Void) {
         let promise = Promise<T>(pending: ())
         let sealer = GuaranteeSealer(promise)
         return (Guarantee(promise: promise), { sealer.promise.resolve(.fulfilled($0)) })

@@ -32,8 +32,8 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     private final var storedResult: Result<T>?
     /// Steps waiting for this promise; moved out when it settles.
     private final var handlers = Handlers()
-    /// A task attached by the producer of this promise (see `attachCancellation`).
-    private final var attachment: PromiseCancellation?
+    /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
+    private final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
     init(pending: ()) {}
@@ -125,20 +125,17 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         storedResult = result
         let released = handlers
         handlers = Handlers()
-        let task = attachment
+        let attached = attachment
         attachment = nil
         unlock()
-        _ = task  // a settled promise releases its producer's task here, outside the lock
-        return Unblocked(source: self, handlers: released)
+        // The attachment is notified (and released) by `drain`, outside every lock.
+        return Unblocked(source: self, handlers: released, attachment: attached)
     }
 
     /// Settles the promise and runs the released handlers.
     @inline(__always)
     package final func resolve(_ result: Result<T>) {
-        let released = settle(result)
-        if !released.handlers.isEmpty {
-            drain(released)
-        }
+        drain(settle(result))
     }
 
     /// Attaches `continuation`; returns `false` (without attaching) if already settled, in which
@@ -196,7 +193,31 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         lock()
         let a = attachment
         unlock()
-        return a
+        return a as? PromiseCancellation
+    }
+
+    /// Replaces the attachment while pending. Returns `false` (attaching nothing) once settled,
+    /// and the previous attachment.
+    package final func replaceAttachment(
+        with new: any PromiseAttachment
+    ) -> (attached: Bool, previous: (any PromiseAttachment)?) {
+        lock()
+        guard storedResult == nil else {
+            unlock()
+            return (false, nil)
+        }
+        let previous = attachment
+        attachment = new
+        unlock()
+        return (true, previous)
+    }
+
+    /// `true` while pending; takes the lock (use it where a step must not start once settled).
+    @inline(__always) package final var isPendingLocked: Bool {
+        lock()
+        let pending = storedResult == nil
+        unlock()
+        return pending
     }
 
     // MARK: Thenable
@@ -268,7 +289,7 @@ extension Promise: CustomStringConvertible, CustomDebugStringConvertible {
 
 /// A task attached to a promise by the code that produced it (a timer, a network request, a
 /// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
-package final class PromiseCancellation: @unchecked Sendable {
+package final class PromiseCancellation: PromiseAttachment, @unchecked Sendable {
     private let body: @Sendable () -> Void
 
     /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
@@ -277,6 +298,8 @@ package final class PromiseCancellation: @unchecked Sendable {
     }
 
     package func cancel() { body() }
+
+    package func promiseDidSettle() {}
 }
 
 #if canImport(Foundation)

@@ -30,6 +30,8 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     private func run(_ value: T) -> Unblocked {
         let transform = self.transform!
         self.transform = nil
+        // Settled already (rejected by a cancellation): the body must not start.
+        guard isPendingLocked else { return .none }
         do {
             return settle(.fulfilled(try transform(value)))
         } catch {
@@ -74,6 +76,8 @@ final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sen
     private func run(_ value: T) -> Unblocked {
         let body = self.body!
         self.body = nil
+        // Settled already (rejected by a cancellation): the body must not start.
+        guard isPendingLocked else { return .none }
         let returned: Promise<R.T>
         do {
             let rv = try body(value)
@@ -108,18 +112,23 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
     private let hop: HopRule
+    /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
+    /// settled by a cancellation; other steps do not start then.
+    private let isObserver: Bool
     private var following = false
 
     package init(
         queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
+        isObserver: Bool,
         body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) {
         self.body = body
         self.queue = queue
         self.flags = flags
         self.hop = hop
+        self.isObserver = isObserver
         super.init(pending: ())
     }
 
@@ -135,6 +144,7 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     private func run(_ result: Result<T>) -> Unblocked {
         let body = self.body!
         self.body = nil
+        if !isObserver, hop.runsBody(for: result), !isPendingLocked { return .none }
         do {
             switch try body(result) {
             case .result(let outcome):
@@ -160,9 +170,10 @@ extension Promise {
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
+        isObserver: Bool = false,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
-        let step = Step<T, U>(queue: queue, flags: flags, hop: hop, body: body)
+        let step = Step<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
         drain(observe(step))
         return step
     }

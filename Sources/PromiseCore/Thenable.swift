@@ -110,7 +110,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always) { result in
+        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body(result)
             return .result(result)
         }

@@ -2,9 +2,11 @@
 final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     private let rejections: Locked<Int>?
     private let count: Int
+    private let onWin: ((Int) -> Void)?
 
-    init(count: Int, fulfilledOnly: Bool) {
+    init(count: Int, fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) {
         self.count = count
+        self.onWin = onWin
         rejections = fulfilledOnly ? Locked(0) : nil
         super.init(pending: ())
     }
@@ -17,7 +19,9 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
             }
             return all ? settle(.rejected(PMKError.noWinner)) : .none
         }
-        return settle(result)
+        let released = settle(result)
+        if released.source != nil { onWin?(index) }
+        return released
     }
 }
 
@@ -51,5 +55,19 @@ public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
     guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
     let race = Race<U.T>(count: thenables.count, fulfilledOnly: true)
     connect(race, to: thenables.map { $0.asPromise() })
+    return race
+}
+
+/// `race` over promises that reports the index of the input that settled it: `onWin` runs
+/// once, on the settling thread, after the result is settled and before its handlers run.
+/// (For `CancellablePromiseKit`'s `autoCancel`.)
+package func race<T>(
+    indexed promises: [Promise<T>],
+    fulfilledOnly: Bool,
+    onWin: @escaping (Int) -> Void
+) -> Promise<T> {
+    guard !promises.isEmpty else { return Promise(error: PMKError.badInput) }
+    let race = Race<T>(count: promises.count, fulfilledOnly: fulfilledOnly, onWin: onWin)
+    connect(race, to: promises)
     return race
 }

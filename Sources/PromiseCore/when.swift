@@ -33,16 +33,20 @@ func connect<S: AggregateSink>(_ sink: S, to inputs: [Promise<S.Input>]) {
 /// `when(fulfilled:)`: fulfils with every value in order, or rejects with the first error.
 final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     private let state: Locked<(values: [T?], remaining: Int)>
+    private let onReject: ((Int) -> Void)?
 
-    init(count: Int) {
+    init(count: Int, onReject: ((Int) -> Void)? = nil) {
         state = Locked((values: Array(repeating: nil, count: count), remaining: count))
+        self.onReject = onReject
         super.init(pending: ())
     }
 
     func receive(_ result: Result<T>, at index: Int) -> Unblocked {
         switch result {
         case .rejected(let error):
-            return settle(.rejected(error))
+            let released = settle(.rejected(error))
+            if released.source != nil { onReject?(index) }
+            return released
         case .fulfilled(let value):
             let complete: [T]? = state.withLock { state in
                 guard state.remaining > 0 else { return nil }
@@ -89,9 +93,26 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
 ///
 /// No handler hop: the result settles on the thread that settles the last input.
 public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
-    guard !thenables.isEmpty else { return .value([]) }
-    let aggregate = WhenFulfilled<U.T>(count: thenables.count)
-    connect(aggregate, to: thenables.map { $0.asPromise() })
+    whenAllFulfilled(thenables.map { $0.asPromise() })
+}
+
+/// The implementation of every `when(fulfilled:)` form. The public overloads call it rather than
+/// each other: with `[Promise<Void>]` or `[Promise<Any>]` arguments, overload resolution picks
+/// the `Void` or `[any Thenable]` form again, which recursed forever.
+func whenAllFulfilled<T>(_ promises: [Promise<T>]) -> Promise<[T]> {
+    guard !promises.isEmpty else { return .value([]) }
+    let aggregate = WhenFulfilled<T>(count: promises.count)
+    connect(aggregate, to: promises)
+    return aggregate
+}
+
+/// `when(fulfilled:)` over promises that reports the index of the input whose rejection settled
+/// it: `onReject` runs once, on the settling thread, before the result's handlers run.
+/// (For `CancellablePromiseKit`'s `autoCancel`.)
+package func when<T>(fulfilledIndexed promises: [Promise<T>], onReject: @escaping (Int) -> Void) -> Promise<[T]> {
+    guard !promises.isEmpty else { return .value([]) }
+    let aggregate = WhenFulfilled<T>(count: promises.count, onReject: onReject)
+    connect(aggregate, to: promises)
     return aggregate
 }
 
@@ -100,7 +121,7 @@ public func when(fulfilled thenables: [any Thenable]) -> Promise<[Any]> {
     func erase<P: Thenable>(_ thenable: P) -> Promise<Any> {
         thenable.asPromise().map(on: nil) { $0 as Any }
     }
-    return when(fulfilled: thenables.map { erase($0) })
+    return whenAllFulfilled(thenables.map { erase($0) })
 }
 
 /// Waits for every `Void` thenable to fulfil.
@@ -110,19 +131,19 @@ public func when<U: Thenable>(fulfilled promises: U...) -> Promise<Void> where U
 
 /// Waits for every `Void` thenable to fulfil.
 public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.T == Void {
-    when(fulfilled: promises.map { $0.asPromise() }).map(on: nil) { _ in () }
+    whenAllFulfilled(promises.map { $0.asPromise() }).map(on: nil) { _ in () }
 }
 
 /// Waits for both to fulfil; rejects with the first rejection.
 public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<(U.T, V.T)> {
-    when(fulfilled: [pu.asVoid(), pv.asVoid()] as [Promise<Void>]).map(on: nil) { _ in (pu.value!, pv.value!) }
+    whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>]).map(on: nil) { _ in (pu.value!, pv.value!) }
 }
 
 /// Waits for all three to fulfil; rejects with the first rejection.
 public func when<U: Thenable, V: Thenable, W: Thenable>(fulfilled pu: U, _ pv: V, _ pw: W)
     -> Promise<(U.T, V.T, W.T)>
 {
-    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid()] as [Promise<Void>])
+    whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid()] as [Promise<Void>])
         .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!) }
 }
 
@@ -130,7 +151,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable>(fulfilled pu: U, _ pv: V
 public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X
 ) -> Promise<(U.T, V.T, W.T, X.T)> {
-    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid()] as [Promise<Void>])
+    whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid()] as [Promise<Void>])
         .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
 }
 
@@ -138,7 +159,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
 public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X, _ py: Y
 ) -> Promise<(U.T, V.T, W.T, X.T, Y.T)> {
-    when(fulfilled: [pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid(), py.asVoid()] as [Promise<Void>])
+    whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid(), py.asVoid()] as [Promise<Void>])
         .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
 }
 
@@ -146,8 +167,8 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable
 /// every value in generation order, rejects on the first rejection (and stops generating).
 /// `concurrently <= 0` rejects with `PMKError.badInput`.
 ///
-/// `promiseIterator.next()` is called on the thread that settles a previous promise, under a
-/// lock of its own (never concurrently).
+/// `promiseIterator.next()` is called on the thread that settles a previous promise (or the
+/// calling thread), never concurrently and never under a lock, so it may resolve promises.
 public func when<It: IteratorProtocol>(fulfilled promiseIterator: It, concurrently: Int)
     -> Promise<[It.Element.T]> where It.Element: Thenable
 {
@@ -183,22 +204,35 @@ public func when<It: IteratorProtocol>(resolved promiseIterator: It, concurrentl
 }
 
 /// Drives `when(…, concurrently:)`.
+///
+/// One thread at a time "pumps" (takes the next input from the iterator and starts observing
+/// it). The iterator runs user code, so it is called outside the lock; and an input that is
+/// already settled finishes while its pump is still running, which only updates the counters:
+/// the running pump goes on with the next input instead of recursing once per input.
 private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable where It.Element: Thenable {
     typealias T = It.Element.T
     private struct State {
-        var iterator: It
         var results: [Result<T>?] = []
         var running = 0
         var exhausted = false
         var failed = false
+        /// A thread is inside `pump`; it alone may touch `iterator`.
+        var pumping = false
     }
-    private let state: Locked<State>
+    private enum PumpAction {
+        case takeNext
+        case stop
+        case finish([Result<T>])
+    }
+    private let state = Locked(State())
+    /// Only used by the thread that set `state.pumping` (ordered by the lock).
+    private var iterator: It
     private let width: Int
     private let stopOnRejection: Bool
     private let output = Promise<[Result<T>]>(pending: ())
 
     init(_ iterator: It, width: Int, stopOnRejection: Bool) {
-        self.state = Locked(State(iterator: iterator))
+        self.iterator = iterator
         self.width = width
         self.stopOnRejection = stopOnRejection
     }
@@ -208,28 +242,44 @@ private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable wh
         return output
     }
 
-    /// Starts promises until `width` are running or the iterator is exhausted.
+    /// Starts promises until `width` are running or the iterator is exhausted; returns at once
+    /// if another call is already pumping (that call sees the updated counters).
     private func pump() {
+        let mayPump: Bool = state.withLock { state in
+            if state.pumping { return false }
+            state.pumping = true
+            return true
+        }
+        guard mayPump else { return }
         while true {
-            let next: (Int, It.Element)? = state.withLock { state in
-                guard !state.failed, !state.exhausted, state.running < width else { return nil }
-                guard let element = state.iterator.next() else {
+            // Decide under the lock whether to take another input; stop pumping otherwise.
+            let action: PumpAction = state.withLock { state in
+                if !state.failed, !state.exhausted, state.running < width { return .takeNext }
+                state.pumping = false
+                guard state.running == 0, state.exhausted, !state.failed else { return .stop }
+                return .finish(state.results.map { $0! })
+            }
+            switch action {
+            case .takeNext: break
+            case .stop: return
+            case .finish(let results):
+                output.resolve(.fulfilled(results))
+                return
+            }
+            let element = iterator.next()
+            let index: Int? = state.withLock { state in
+                guard element != nil else {
                     state.exhausted = true
                     return nil
                 }
                 state.results.append(nil)
                 state.running += 1
-                return (state.results.count - 1, element)
+                return state.results.count - 1
             }
-            guard let (index, thenable) = next else { break }
-            thenable.asPromise().pipe { result in self.finished(index, result) }
+            if let element, let index {
+                element.asPromise().pipe { result in self.finished(index, result) }
+            }
         }
-        let done: [Result<T>]? = state.withLock { state in
-            guard state.running == 0, state.exhausted || state.failed else { return nil }
-            if state.failed { return nil }
-            return state.results.map { $0! }
-        }
-        if let done { output.resolve(.fulfilled(done)) }
     }
 
     private func finished(_ index: Int, _ result: Result<T>) {

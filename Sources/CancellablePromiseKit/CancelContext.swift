@@ -1,0 +1,225 @@
+import Dispatch
+import PromiseCore
+
+// The shared state of a cancellable chain.
+//
+// Every pending `CancellablePromise` of a chain is a *member* of its context. Cancelling the
+// context decides, under its lock, that the chain is cancelled, takes the members out and
+// rejects their promises; then, outside the lock, it calls the members' cancel closures and
+// runs the handlers those rejections released. A member leaves the list as soon as its promise
+// settles (its cancel closure is released then), so a settled chain holds nothing.
+//
+// Chains join when a `then` body returns a `CancellablePromise` of another chain: the two
+// contexts become one (union–find: the absorbed context forwards to the other, always from
+// the lower to the higher object address, so forwarding never loops). No code ever holds two
+// context locks, and a context lock is only ever held while taking promise locks.
+
+/// A member of a cancel context: a pending `CancellablePromise`. Its mutable fields are guarded
+/// by the lock of the context that lists it.
+protocol CancelMember: AnyObject {
+    /// Index in the listing context's `members`; `unlisted` or `settled` otherwise.
+    var memberIndex: Int { get set }
+    /// The context the member was created in (it may forward to another).
+    var cancelContext: CancelContext { get }
+    /// Takes the task's cancel closure, if any (called under the context lock).
+    func takeCancelBody() -> (() -> Void)?
+    /// Rejects the member's promise if still pending (called under the context lock).
+    func rejectForCancel(_ error: Error) -> Unblocked
+}
+
+let unlisted = -1
+let settled = -2
+
+/// The cancellation scope of a chain of `CancellablePromise`s.
+///
+/// Every promise of a chain (`then`, `map`, `done`, `catch`… of a `CancellablePromise`) shares
+/// one context; `cancel()` on any of them, or on the context, cancels the whole chain:
+/// - every still-pending promise of the chain is rejected (with `CancellablePromiseError
+///   .cancelled` unless `cancel(with:)` says otherwise) before `cancel()` returns;
+/// - the cancel closure of every pending task is called exactly once, synchronously on the
+///   cancelling thread, after those rejections;
+/// - the handlers released by the rejections then run (`on: nil` ones synchronously, others on
+///   their queues).
+///
+/// Holding only the context (not the promises) lets settled promises be freed. Thread-safe;
+/// cancelling twice, or cancelling a settled chain, does nothing more.
+public final class CancelContext: @unchecked Sendable {
+    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    private var lockWord = makeLockWord()
+    private var forward: CancelContext?
+    private var error: Error?
+    private var members: [any CancelMember] = []
+
+    /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
+    /// are cancelled together.
+    public init() {}
+
+    deinit {
+        lockWordDestroy(lockWordPointer(self))
+    }
+
+    // MARK: Public API
+
+    /// Cancels every pending promise and task of the chain (see the type's documentation).
+    public func cancel() {
+        cancel(with: CancellablePromiseError.cancelled)
+    }
+
+    /// Cancels the chain, rejecting its pending promises with `error`. Only the first call has
+    /// an effect.
+    public func cancel(with error: Error) {
+        let root = lockRoot()
+        guard root.error == nil else {
+            root.unlock()
+            return
+        }
+        root.error = error
+        let taken = root.members
+        root.members = []
+        let actions = CancelActions(rejecting: taken, with: error)
+        root.unlock()
+        actions.run()
+    }
+
+    /// `true` once `cancel()` was called on this context or any promise of its chain.
+    public var isCancelled: Bool { cancelledError != nil }
+
+    /// The same as `isCancelled` (PromiseKit 7's name).
+    public var cancelAttempted: Bool { isCancelled }
+
+    /// The error the chain was cancelled with, or `nil`.
+    public var cancelledError: Error? {
+        let root = lockRoot()
+        let error = root.error
+        root.unlock()
+        return error
+    }
+
+    // MARK: Members
+
+    /// Lists `member`, or cancels it at once if the chain is already cancelled.
+    func add(_ member: any CancelMember) {
+        let root = lockRoot()
+        if let error = root.error {
+            let actions = CancelActions(rejecting: [member], with: error)
+            root.unlock()
+            actions.run()
+            return
+        }
+        if member.memberIndex != settled {
+            member.memberIndex = root.members.count
+            root.members.append(member)
+        }
+        root.unlock()
+    }
+
+    /// Unlists a member whose promise settled, releasing its cancel closure.
+    func remove(_ member: any CancelMember) {
+        let root = lockRoot()
+        let index = member.memberIndex
+        if index >= 0, index < root.members.count, root.members[index] === member {
+            let last = root.members.removeLast()
+            if index < root.members.count {
+                root.members[index] = last
+                last.memberIndex = index
+            }
+        }
+        member.memberIndex = settled
+        let body = member.takeCancelBody()
+        root.unlock()
+        _ = body  // released here, outside the lock
+    }
+
+    /// Makes this context and `other` one: afterwards cancelling either cancels both chains.
+    /// If either was cancelled already, the joined chain is cancelled.
+    func join(_ other: CancelContext) {
+        while true {
+            let a = root, b = other.root
+            if a === b { return }
+            let (from, to) = ObjectIdentifier(a) < ObjectIdentifier(b) ? (a, b) : (b, a)
+            from.lock()
+            guard from.forward == nil else {
+                from.unlock()
+                continue  // joined elsewhere meanwhile: retry with the new roots
+            }
+            from.forward = to
+            let moved = from.members
+            from.members = []
+            let fromError = from.error
+            from.unlock()
+
+            let target = to.lockRoot()
+            if let error = target.error {
+                let actions = CancelActions(rejecting: moved.filter { $0.memberIndex != settled }, with: error)
+                target.unlock()
+                actions.run()
+            } else {
+                for member in moved where member.memberIndex != settled {
+                    member.memberIndex = target.members.count
+                    target.members.append(member)
+                }
+                target.unlock()
+                if let fromError { target.cancel(with: fromError) }
+            }
+            return
+        }
+    }
+
+    // MARK: Locking
+
+    @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }
+    @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
+
+    /// Locks and returns the context this one forwards to, at the end of the chain of joins.
+    private func lockRoot() -> CancelContext {
+        var context = self
+        while true {
+            context.lock()
+            guard let next = context.forward else { return context }
+            context.unlock()
+            context = next
+        }
+    }
+
+    private var root: CancelContext {
+        let root = lockRoot()
+        root.unlock()
+        return root
+    }
+}
+
+extension CancelContext: Hashable {
+    public static func == (lhs: CancelContext, rhs: CancelContext) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+/// What a cancellation does once the lock is released: call the cancel closures, then run the
+/// handlers released by rejecting the members. Built under the lock (which rejects the
+/// promises), so nothing a cancel closure causes can change an outcome already decided.
+private struct CancelActions {
+    private var bodies: [() -> Void] = []
+    private var released: [Unblocked] = []
+    private var single: Unblocked?
+
+    init(rejecting members: [any CancelMember], with error: Error) {
+        if members.count == 1 {
+            let member = members[0]
+            member.memberIndex = unlisted
+            if let body = member.takeCancelBody() { bodies.append(body) }
+            single = member.rejectForCancel(error)
+            return
+        }
+        released.reserveCapacity(members.count)
+        for member in members {
+            member.memberIndex = unlisted
+            if let body = member.takeCancelBody() { bodies.append(body) }
+            released.append(member.rejectForCancel(error))
+        }
+    }
+
+    func run() {
+        for body in bodies { body() }
+        if let single { drain(single) }
+        for unblocked in released { drain(unblocked) }
+    }
+}

@@ -1,0 +1,278 @@
+import Dispatch
+import PromiseCore
+
+/// A promise whose task can be cancelled, and the chain built on it with it.
+///
+/// `CancellablePromise` wraps a `Promise<T>` (``promise``) and, for the task that produces it, a
+/// cancel closure. It is not a `Promise` subclass. Every operator (`then`, `map`, `done`,
+/// `recover`, `ensure`, `catch`…) returns a `CancellablePromise` in the same ``CancelContext``,
+/// so `cancel()` on any promise of the chain, or on `cancelContext`, cancels the whole chain:
+///
+/// - every pending promise of the chain is rejected with `CancellablePromiseError.cancelled`
+///   before `cancel()` returns, and the cancel closure of every pending task is called once;
+/// - no `then`/`map`/`compactMap`/`done`/`get`/`recover` body that has not started will run (a
+///   body already running completes; its result is discarded);
+/// - `ensure`, `ensureThen`, `finally`, `tap` and `catch(policy: .allErrors)` still run, with the
+///   cancellation error; the default `catch` policy skips it.
+///
+/// Handlers run on the queue given as `on:` (default `conf.Q.map`/`conf.Q.return`, the main
+/// queue); `on: nil` runs them synchronously on the thread that settles the promise. `cancel()`
+/// is safe from any thread, any number of times; cancelling a settled chain does nothing.
+///
+/// ```swift
+/// let download = CancellablePromise<Data> { resolver in
+///     let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+///     task.resume()
+///     return { task.cancel() }
+/// }
+/// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
+/// ```
+public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
+    /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
+    /// with plain `Promise` operators is not cancellable.
+    public let promise: Promise<T>
+
+    /// The context shared by this promise's chain; cancel it to cancel the chain.
+    public let cancelContext: CancelContext
+
+    // Guarded by the lock of the context listing this member.
+    var memberIndex = unlisted
+    private var cancelBody: (() -> Void)?
+
+    /// Makes `promise` a member of `context`; `cancel` stops its task. If `promise` has
+    /// settled already there is nothing to cancel and nothing is registered.
+    init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
+        self.promise = promise
+        self.cancelContext = context
+        self.cancelBody = cancel
+        if promise.replaceAttachment(with: self).attached {
+            context.add(self)
+        } else {
+            cancelBody = nil
+        }
+    }
+
+    // MARK: Creating
+
+    /// Starts a task: `body` runs at once with the resolver and returns the function that
+    /// cancels the task. If `body` throws, the promise is rejected and there is nothing to
+    /// cancel.
+    ///
+    /// The cancel function is called at most once, synchronously on the thread that calls
+    /// `cancel()`, and only if the promise is still pending then; it is released once the
+    /// promise settles.
+    public convenience init(resolver body: (Resolver<T>) throws -> (() -> Void)) {
+        let (promise, resolver) = Promise<T>.pending()
+        var cancel: (() -> Void)?
+        do {
+            cancel = try body(resolver)
+        } catch {
+            resolver.reject(error)
+        }
+        self.init(member: promise, context: CancelContext(), cancel: cancel)
+    }
+
+    /// Wraps an existing promise and the function that cancels its task.
+    ///
+    /// `asPromise()` returns a promise that settles as this one does: on `cancel()` it is
+    /// rejected with `CancellablePromiseError.cancelled` even if `cancel` goes on to reject
+    /// `promise` with an error of its own.
+    public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
+        let output = Promise<T>.makePending()
+        drain(promise.follow(output))
+        self.init(member: output, context: CancelContext(), cancel: cancel)
+    }
+
+    /// Builds a cancellable task out of other promises. `body` runs at once with
+    /// `cancelPromise`, a promise that rejects with `CancellablePromiseError.cancelled` when this
+    /// promise is cancelled (race sub-tasks against it, for example with `when(_:while:)`), and
+    /// that is fulfilled once this promise settles otherwise, so it never stays pending.
+    ///
+    /// If `body` returns a `CancellablePromise`, it is cancelled with this one.
+    ///
+    /// ```swift
+    /// let task = CancellablePromise<String> { cancelPromise in
+    ///     when(fulfilled: [task1, task2], while: cancelPromise).then { values in
+    ///         when(task3(values), while: cancelPromise)
+    ///     }
+    /// }
+    /// ```
+    public convenience init<R: Thenable>(wrapper body: (_ cancelPromise: Promise<Void>) throws -> R) where R.T == T {
+        let (cancelPromise, cancelResolver) = Promise<Void>.pending()
+        let output = Promise<T>.makePending()
+        var inner: CancellablePromise<T>?
+        do {
+            let returned = try body(cancelPromise)
+            inner = returned as? CancellablePromise<T>
+            drain(returned.asPromise().follow(output))
+        } catch {
+            output.resolve(.rejected(error))
+        }
+        let cancelInner = inner
+        self.init(member: output, context: CancelContext()) {
+            cancelResolver.reject(CancellablePromiseError.cancelled)
+            cancelInner?.cancel()
+        }
+        output.pipe { _ in cancelResolver.fulfill(()) }
+    }
+
+    /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
+    /// default). Cancelling it rejects it; `bridge` itself is not affected.
+    public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
+        let output = Promise<T>.makePending()
+        drain(bridge.asPromise().follow(output))
+        self.init(member: output, context: cancelContext ?? CancelContext(), cancel: nil)
+    }
+
+    /// A cancellable promise rejected with `error` (cancelling it does nothing).
+    public convenience init(error: Error) {
+        self.init(member: Promise(error: error), context: CancelContext(), cancel: nil)
+    }
+
+    /// A cancellable promise fulfilled with `value` (cancelling it does nothing).
+    public static func value(_ value: T) -> CancellablePromise<T> {
+        CancellablePromise(member: .value(value), context: CancelContext(), cancel: nil)
+    }
+
+    /// A pending cancellable promise and its resolver. `cancel()` rejects it (unlike
+    /// PromiseKit 7, where a `pending()` promise ignored cancellation).
+    public static func pending() -> (promise: CancellablePromise<T>, resolver: Resolver<T>) {
+        let (promise, resolver) = Promise<T>.pending()
+        return (CancellablePromise(member: promise, context: CancelContext(), cancel: nil), resolver)
+    }
+
+    // MARK: Cancelling
+
+    /// Cancels this promise's whole chain (see ``CancelContext``), rejecting pending promises
+    /// with `CancellablePromiseError.cancelled`. Any thread, any number of times.
+    public func cancel() {
+        cancelContext.cancel()
+    }
+
+    /// Cancels the chain, rejecting pending promises with `error`.
+    public func cancel(with error: Error) {
+        cancelContext.cancel(with: error)
+    }
+
+    /// `true` once cancellation was requested for this promise or its chain, whether or not it
+    /// was still pending (as `Task.isCancelled`).
+    public var isCancelled: Bool { cancelContext.isCancelled }
+
+    /// The same as `isCancelled` (PromiseKit 7's name).
+    public var cancelAttempted: Bool { cancelContext.isCancelled }
+
+    /// The error the chain was cancelled with, if it was.
+    public var cancelledError: Error? { cancelContext.cancelledError }
+
+    // MARK: Thenable
+
+    /// Calls `to` once with the result, synchronously on the settling thread (or at once).
+    public func pipe(to: @escaping (Result<T>) -> Void) {
+        promise.pipe(to: to)
+    }
+
+    /// The result, or `nil` while pending.
+    public var result: Result<T>? { promise.result }
+
+    /// The wrapped promise (``promise``): it settles as this one does.
+    public func asPromise() -> Promise<T> { promise }
+
+    /// Blocks until settled; see `Promise.wait()`.
+    public func wait() throws -> T {
+        try promise.wait()
+    }
+}
+
+extension CancellablePromise: CancelMember, PromiseAttachment {
+    func takeCancelBody() -> (() -> Void)? {
+        let body = cancelBody
+        cancelBody = nil
+        return body
+    }
+
+    func rejectForCancel(_ error: Error) -> Unblocked {
+        promise.settle(.rejected(error))
+    }
+
+    /// The wrapped promise settled: leave the context, releasing the cancel closure.
+    package func promiseDidSettle() {
+        cancelContext.remove(self)
+    }
+}
+
+extension CancellablePromise where T == Void {
+    /// A cancellable promise fulfilled with `()`.
+    public convenience init() {
+        self.init(member: Promise(), context: CancelContext(), cancel: nil)
+    }
+}
+
+extension CancellablePromise: CustomStringConvertible, CustomDebugStringConvertible {
+    /// `CancellablePromise(…)` with the state, and `cancelled` once cancellation was requested.
+    public var description: String {
+        let state: String
+        switch result {
+        case nil: state = "…\(T.self)"
+        case .fulfilled(let value)?: state = "\(value)"
+        case .rejected(let error)?: state = "\(error)"
+        }
+        return "CancellablePromise(\(state))\(isCancelled ? " cancelled" : "")"
+    }
+
+    /// Like `description`, with the state spelled out.
+    public var debugDescription: String {
+        "CancellablePromise<\(T.self)>(\(promise.debugDescription), isCancelled: \(isCancelled))"
+    }
+}
+
+// MARK: - Converting plain promises
+
+extension Thenable {
+    /// Starts a cancellable chain from this thenable (PromiseKit 7's name; the same as
+    /// `asCancellable()`), in `cancelContext` if given.
+    ///
+    /// If the promise's producer attached its task (`after`, the URLSession, Process and
+    /// NotificationCenter promises of PromiseFoundation…), cancelling cancels that task and
+    /// rejects this very promise. Otherwise cancelling rejects only the returned wrapper: the
+    /// original promise stays pending and its work goes on. A `CancellablePromise` returns
+    /// itself.
+    public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
+        if let cancellable = self as? CancellablePromise<T> {
+            if let cancelContext { cancelContext.join(cancellable.cancelContext) }
+            return cancellable
+        }
+        if let guarantee = self as? Guarantee<T> {
+            return guarantee.cancellize(cancelContext: cancelContext)
+        }
+        let source = asPromise()
+        let context = cancelContext ?? CancelContext()
+        if let task = source.attachedCancellation {
+            return CancellablePromise(member: source, context: context, cancel: task.cancel)
+        }
+        return CancellablePromise(source, cancelContext: context)
+    }
+}
+
+extension Promise {
+    /// A cancellable promise for this promise; see `cancellize()`.
+    public func asCancellable() -> CancellablePromise<T> {
+        cancellize()
+    }
+}
+
+extension Guarantee {
+    /// A cancellable promise for this guarantee. Cancelling rejects the returned promise; the
+    /// guarantee cannot reject, so it stays pending, but an attached task (the timer of
+    /// `after`) is stopped.
+    public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
+        let output = Promise<T>.makePending()
+        drain(promise.follow(output))
+        let task = promise.attachedCancellation
+        return CancellablePromise(member: output, context: cancelContext ?? CancelContext(), cancel: task?.cancel)
+    }
+
+    /// A cancellable promise for this guarantee; see `cancellize()`.
+    public func asCancellable() -> CancellablePromise<T> {
+        cancellize()
+    }
+}

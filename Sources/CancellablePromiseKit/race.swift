@@ -1,0 +1,55 @@
+import PromiseCore
+
+/// Settles with the first input to settle, fulfilled or rejected.
+///
+/// With `autoCancel: true`, the other inputs are cancelled as soon as one settles (the input
+/// that settled the race is never cancelled), and cancelling the returned promise cancels every
+/// input. With `false` (the default) inputs are never cancelled by the race, as in PromiseKit;
+/// cancelling the returned promise only rejects it.
+///
+/// An empty array rejects with `PMKError.badInput`. The result settles on the thread that
+/// settles the winning input; losers are cancelled synchronously there, before the result's
+/// handlers run.
+///
+/// ```swift
+/// let fastest = race(mirrors.map { download(from: $0) }, autoCancel: true)
+/// ```
+public func race<T>(_ promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: false, autoCancel: autoCancel)
+}
+
+/// Variadic form of ``race(_:autoCancel:)``.
+public func race<T>(_ promises: CancellablePromise<T>..., autoCancel: Bool = false) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: false, autoCancel: autoCancel)
+}
+
+/// Fulfils with the first input to fulfil, skipping rejections; rejects with
+/// `PMKError.noWinner` if every input rejects, `PMKError.badInput` if there is none. With
+/// `autoCancel`, the others are cancelled once one fulfils, and cancelling the result cancels
+/// every input.
+public func race<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: true, autoCancel: autoCancel)
+}
+
+private func race<T>(
+    _ promises: [CancellablePromise<T>],
+    fulfilledOnly: Bool,
+    autoCancel: Bool
+) -> CancellablePromise<T> {
+    guard !promises.isEmpty else { return CancellablePromise(error: PMKError.badInput) }
+    let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
+        guard autoCancel else { return }
+        for (other, promise) in promises.enumerated() where other != index {
+            promise.cancel()
+        }
+    }
+    return CancellablePromise(member: winner, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
+}
+
+/// The cancel closure of a combinator's result: cancels every input when `autoCancel`.
+func cancelAll<T>(_ promises: [CancellablePromise<T>], if autoCancel: Bool) -> (() -> Void)? {
+    guard autoCancel else { return nil }
+    return {
+        for promise in promises { promise.cancel() }
+    }
+}
