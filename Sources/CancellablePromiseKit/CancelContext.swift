@@ -25,6 +25,8 @@ protocol CancelMember: AnyObject {
     func takeCancelBody() -> (() -> Void)?
     /// Rejects the member's promise if still pending (called under the context lock).
     func rejectForCancel(_ error: Error) -> Unblocked
+    /// Another wrapper of the member's promise, to tell when the promise settles.
+    var earlierWrapper: (any PromiseAttachment)? { get set }
 }
 
 let unlisted = -1
@@ -98,18 +100,23 @@ public final class CancelContext: @unchecked Sendable {
     // MARK: Members
 
     /// Lists `member`, or cancels it at once if the chain is already cancelled.
-    func add(_ member: any CancelMember) {
+    /// `earlierWrapper` is told when the member's promise settles (at once if it already has).
+    func add(_ member: any CancelMember, earlierWrapper: (any PromiseAttachment)? = nil) {
         let root = lockRoot()
+        if member.memberIndex == settled {
+            root.unlock()
+            earlierWrapper?.promiseDidSettle()
+            return
+        }
+        member.earlierWrapper = earlierWrapper
         if let error = root.error {
             let actions = CancelActions(rejecting: [member], with: error)
             root.unlock()
             actions.run()
             return
         }
-        if member.memberIndex != settled {
-            member.memberIndex = root.members.count
-            root.members.append(member)
-        }
+        member.memberIndex = root.members.count
+        root.members.append(member)
         root.unlock()
     }
 
@@ -126,8 +133,11 @@ public final class CancelContext: @unchecked Sendable {
         }
         member.memberIndex = settled
         let body = member.takeCancelBody()
+        let earlier = member.earlierWrapper
+        member.earlierWrapper = nil
         root.unlock()
         _ = body  // released here, outside the lock
+        earlier?.promiseDidSettle()
     }
 
     /// Makes this context and `other` one: afterwards cancelling either cancels both chains.

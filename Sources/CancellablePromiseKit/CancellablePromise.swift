@@ -38,6 +38,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     // Guarded by the lock of the context listing this member.
     var memberIndex = unlisted
     private var cancelBody: (() -> Void)?
+    /// Another wrapper of the same promise, attached before this one: told when it settles.
+    var earlierWrapper: (any PromiseAttachment)?
 
     /// Makes `promise` a member of `context`; `cancel` stops its task. If `promise` has
     /// settled already there is nothing to cancel and nothing is registered.
@@ -45,11 +47,12 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         self.promise = promise
         self.cancelContext = context
         self.cancelBody = cancel
-        if promise.replaceAttachment(with: self).attached {
-            context.add(self)
-        } else {
+        let (attached, previous) = promise.replaceAttachment(with: self)
+        guard attached else {
             cancelBody = nil
+            return
         }
+        context.add(self, earlierWrapper: previous is PromiseCancellation ? nil : previous)
     }
 
     // MARK: Creating
@@ -78,9 +81,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// rejected with `CancellablePromiseError.cancelled` even if `cancel` goes on to reject
     /// `promise` with an error of its own.
     public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
-        let output = Promise<T>.makePending()
-        drain(promise.follow(output))
-        self.init(member: output, context: CancelContext(), cancel: cancel)
+        self.init(member: promise.follower(), context: CancelContext(), cancel: cancel)
     }
 
     /// Builds a cancellable task out of other promises. `body` runs at once with
@@ -119,9 +120,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
     /// default). Cancelling it rejects it; `bridge` itself is not affected.
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
-        let output = Promise<T>.makePending()
-        drain(bridge.asPromise().follow(output))
-        self.init(member: output, context: cancelContext ?? CancelContext(), cancel: nil)
+        self.init(member: bridge.asPromise().follower(), context: cancelContext ?? CancelContext(), cancel: nil)
     }
 
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
@@ -265,14 +264,18 @@ extension Guarantee {
     /// guarantee cannot reject, so it stays pending, but an attached task (the timer of
     /// `after`) is stopped.
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
-        let output = Promise<T>.makePending()
-        drain(promise.follow(output))
         let task = promise.attachedCancellation
-        return CancellablePromise(member: output, context: cancelContext ?? CancelContext(), cancel: task?.cancel)
+        return CancellablePromise(member: promise.follower(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
     }
 
     /// A cancellable promise for this guarantee; see `cancellize()`.
     public func asCancellable() -> CancellablePromise<T> {
         cancellize()
     }
+}
+
+/// Starts a cancellable chain from `thenable`: the same as `thenable.cancellize(cancelContext:)`
+/// (the global-function spelling of PromiseKit 7's first cancellation API).
+public func cancellable<U: Thenable>(_ thenable: U, cancelContext: CancelContext? = nil) -> CancellablePromise<U.T> {
+    thenable.cancellize(cancelContext: cancelContext)
 }

@@ -178,3 +178,26 @@ extension Promise {
         return step
     }
 }
+
+/// A promise that settles as its source does, synchronously: one allocation, no closure.
+final class FollowStep<T>: Promise<T>, Continuation, @unchecked Sendable {
+    init() { super.init(pending: ()) }
+
+    func resume(from source: AnyObject) -> Unblocked {
+        settle(unsafeDowncast(source, to: Promise<T>.self).settledResult)
+    }
+
+    static func popForTeardown(_ stack: inout [any Continuation]) {
+        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
+    }
+}
+
+extension Promise {
+    /// A new promise that settles as this one does, on the settling thread. Settling it by
+    /// other means first (a cancellation) leaves this promise untouched.
+    package final func follower() -> Promise<T> {
+        let follower = FollowStep<T>()
+        drain(observe(follower))
+        return follower
+    }
+}
