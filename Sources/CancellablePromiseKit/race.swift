@@ -23,6 +23,22 @@ public func race<T>(_ promises: CancellablePromise<T>..., autoCancel: Bool = fal
     race(promises, fulfilledOnly: false, autoCancel: autoCancel)
 }
 
+/// ``race(_:autoCancel:)`` without `autoCancel` (declared so that it is preferred over
+/// PromiseCore's `race` of plain thenables, which would return a non-cancellable `Promise`).
+public func race<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: false, autoCancel: false)
+}
+
+/// Variadic ``race(_:autoCancel:)`` without `autoCancel`.
+public func race<T>(_ promises: CancellablePromise<T>...) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: false, autoCancel: false)
+}
+
+/// ``race(fulfilled:autoCancel:)`` without `autoCancel`.
+public func race<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellablePromise<T> {
+    race(promises, fulfilledOnly: true, autoCancel: false)
+}
+
 /// Fulfils with the first input to fulfil, skipping rejections; rejects with
 /// `PMKError.noWinner` if every input rejects, `PMKError.badInput` if there is none. With
 /// `autoCancel`, the others are cancelled once one fulfils, and cancelling the result cancels

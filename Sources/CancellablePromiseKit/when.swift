@@ -68,6 +68,63 @@ public func when<U, V, W, X, Y>(
     ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
 }
 
+// The same functions without `autoCancel`: declared so that they are preferred over
+// PromiseCore's `when` of plain thenables (which return non-cancellable promises) when the
+// argument is left out.
+
+/// ``when(fulfilled:autoCancel:)`` without `autoCancel`.
+public func when<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
+    when(fulfilled: promises, autoCancel: false)
+}
+
+/// `when(fulfilled:autoCancel:)` for `Void` inputs, without `autoCancel`.
+public func when(fulfilled promises: [CancellablePromise<Void>]) -> CancellablePromise<Void> {
+    when(fulfilled: promises, autoCancel: false)
+}
+
+/// Variadic `Void` form without `autoCancel`.
+public func when(fulfilled promises: CancellablePromise<Void>...) -> CancellablePromise<Void> {
+    when(fulfilled: promises, autoCancel: false)
+}
+
+/// Two-input form without `autoCancel`.
+public func when<U, V>(fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>) -> CancellablePromise<(U, V)> {
+    when(fulfilled: pu, pv, autoCancel: false)
+}
+
+/// Three-input form without `autoCancel`.
+public func when<U, V, W>(
+    fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>
+) -> CancellablePromise<(U, V, W)> {
+    when(fulfilled: pu, pv, pw, autoCancel: false)
+}
+
+/// Four-input form without `autoCancel`.
+public func when<U, V, W, X>(
+    fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
+    _ px: CancellablePromise<X>
+) -> CancellablePromise<(U, V, W, X)> {
+    when(fulfilled: pu, pv, pw, px, autoCancel: false)
+}
+
+/// Five-input form without `autoCancel`.
+public func when<U, V, W, X, Y>(
+    fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
+    _ px: CancellablePromise<X>, _ py: CancellablePromise<Y>
+) -> CancellablePromise<(U, V, W, X, Y)> {
+    when(fulfilled: pu, pv, pw, px, py, autoCancel: false)
+}
+
+/// ``when(resolved:autoCancel:)`` without `autoCancel`.
+public func when<T>(resolved promises: [CancellablePromise<T>]) -> CancellablePromise<[Result<T>]> {
+    when(resolved: promises, autoCancel: false)
+}
+
+/// Variadic ``when(resolved:autoCancel:)`` without `autoCancel`.
+public func when<T>(resolved promises: CancellablePromise<T>...) -> CancellablePromise<[Result<T>]> {
+    when(resolved: promises, autoCancel: false)
+}
+
 private func when<T>(
     fulfilled promises: [Promise<T>],
     cancels: [() -> Void],
