@@ -17,8 +17,11 @@ public func after(_ interval: DispatchTimeInterval) -> Guarantee<Void> {
 private func after(_ deadline: DispatchTime) -> Guarantee<Void> {
     let promise = Promise<Void>(pending: ())
     let item = DispatchWorkItem { promise.resolve(.fulfilled(())) }
-    let timer = UncheckedSendable(item)
-    promise.attachCancellation(PromiseCancellation { timer.value.cancel() })
+    // The timer's block holds the promise until the deadline, and the promise holds the
+    // timer through its attachment: cancelling lets go of the timer, so a cancelled `after`
+    // is freed once its deadline passes instead of never.
+    let timer = Locked<DispatchWorkItem?>(item)
+    promise.attachCancellation(PromiseCancellation { timer.withLock { $0.take() }?.cancel() })
     DispatchQueue.global().asyncAfter(deadline: deadline, execute: item)
     return Guarantee(promise: promise)
 }

@@ -117,6 +117,10 @@ package func when<T>(fulfilledIndexed promises: [Promise<T>], onReject: @escapin
 }
 
 /// `when(fulfilled:)` over thenables of different types; values are returned as `Any`.
+///
+/// Disfavoured so that an array literal of thenables of one type (`when(fulfilled: [a, b])`)
+/// still gives `Promise<[T]>`, not `Promise<[Any]>`.
+@_disfavoredOverload
 public func when(fulfilled thenables: [any Thenable]) -> Promise<[Any]> {
     func erase<P: Thenable>(_ thenable: P) -> Promise<Any> {
         thenable.asPromise().map(on: nil) { $0 as Any }

@@ -1,0 +1,155 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import PromiseCore
+
+/// `firstly`, `after`, `hang` and `DispatchQueue.async(.promise)`.
+final class FreeFunctionTests: XCTestCase {
+    // MARK: firstly
+
+    func testFirstlyRunsTheBodyAtOnceAndFollowsItsPromise() {
+        var ran = false
+        let (inner, r) = Promise<Int>.pending()
+        let p: Promise<Int> = firstly { () -> Promise<Int> in
+            ran = true
+            return inner
+        }
+        XCTAssertTrue(ran)
+        XCTAssertTrue(p.isPending)
+        r.fulfill(3)
+        XCTAssertEqual(p.value, 3)
+    }
+
+    func testFirstlyThrowingRejects() {
+        let p: Promise<Int> = firstly { () throws -> Promise<Int> in throw TestError(code: 1) }
+        XCTAssertEqual(p.error as? TestError, TestError(code: 1))
+    }
+
+    func testFirstlyWithAGuaranteeBodyGivesAGuarantee() {
+        let g: Guarantee<Int> = firstly { Guarantee.value(2) }
+        XCTAssertEqual(g.value, 2)
+    }
+
+    func testFirstlyAcceptsAThrowingBodyReturningAGuarantee() {
+        let p: Promise<Int> = firstly { () throws -> Guarantee<Int> in Guarantee.value(4) }
+        XCTAssertEqual(p.value, 4)
+    }
+
+    // MARK: after
+
+    func testAfterSecondsFiresNoEarlierThanTheDelayAndWithinTwoSeconds() {
+        let start = DispatchTime.now()
+        let g = after(seconds: 0.2)
+        XCTAssertTrue(g.isPending)
+        XCTAssertNotNil(settled(g, timeout: 5))
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+        XCTAssertGreaterThanOrEqual(elapsed, 0.2)
+        XCTAssertLessThan(elapsed, 2.2)
+    }
+
+    func testAfterIntervalFiresNoEarlierThanTheDelayAndWithinTwoSeconds() {
+        let start = DispatchTime.now()
+        let g = after(.milliseconds(150))
+        XCTAssertNotNil(settled(g, timeout: 5))
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+        XCTAssertGreaterThanOrEqual(elapsed, 0.15)
+        XCTAssertLessThan(elapsed, 2.15)
+    }
+
+    func testAfterNegativeSecondsFiresSoon() {
+        XCTAssertNotNil(settled(after(seconds: -1), timeout: 2))
+    }
+
+    func testAfterAttachesItsTimer() {
+        let g = after(seconds: 30)
+        XCTAssertNotNil(g.promise.attachedCancellation)
+    }
+
+    func testCancellingTheAttachedTimerOfAfterStopsIt() {
+        let g = after(.milliseconds(50))
+        g.promise.attachedCancellation?.cancel()
+        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertTrue(g.isPending)
+    }
+
+    func testFiredAfterReleasesItsTimer() {
+        let g = after(.milliseconds(10))
+        XCTAssertNotNil(settled(g))
+        XCTAssertNil(g.promise.attachedCancellation)
+    }
+
+    func testCancelledAfterIsReleasedOnceItsDeadlinePasses() {
+        weak var weakPromise: Promise<Void>?
+        do {
+            let g = after(.milliseconds(20))
+            weakPromise = g.promise
+            g.promise.attachedCancellation?.cancel()
+        }
+        let deadline = Date(timeIntervalSinceNow: 5)
+        while weakPromise != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertNil(weakPromise)
+    }
+
+    // MARK: hang
+
+    func testHangOnTheMainThreadRunsTheMainQueueUntilSettled() throws {
+        guard Thread.isMainThread else { throw XCTSkip("the test runs off the main thread") }
+        // The value is produced by a main-queue handler: hang must keep the main queue running.
+        let p = Promise.value(1).map { $0 + 1 }
+        XCTAssertEqual(try hang(p), 2)
+    }
+
+    func testHangOnTheMainThreadThrowsTheRejection() throws {
+        guard Thread.isMainThread else { throw XCTSkip("the test runs off the main thread") }
+        let p = Promise.value(1).map { _ -> Int in throw TestError(code: 7) }
+        XCTAssertThrowsError(try hang(p)) { XCTAssertEqual($0 as? TestError, TestError(code: 7)) }
+    }
+
+    func testHangOffTheMainThreadBlocksUntilSettled() {
+        let (p, r) = Promise<Int>.pending()
+        let result = Locked<Int?>(nil)
+        let done = expectation(description: "hang returned")
+        DispatchQueue.global().async {
+            let v = try? hang(p)
+            result.withLock { $0 = v }
+            done.fulfill()
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(8) }
+        wait(for: [done], timeout: 10)
+        XCTAssertEqual(result.withLock { $0 }, 8)
+    }
+
+    // MARK: DispatchQueue.async(.promise)
+
+    func testAsyncPromiseRunsTheBodyOnTheQueue() {
+        let q = TaggedQueue("async.promise")
+        // The compiler treats closures passed to any `DispatchQueue.async` as `@Sendable`
+        // (as PromiseKit's own), so the capture must be thread-safe.
+        let onQueue = Locked(false)
+        let p: Promise<Int> = q.queue.async(.promise) { () throws -> Int in
+            onQueue.withLock { $0 = q.isCurrent }
+            return 5
+        }
+        XCTAssertEqual(value(p), 5)
+        XCTAssertTrue(onQueue.withLock { $0 })
+    }
+
+    func testAsyncPromiseThrowingRejects() {
+        let p = DispatchQueue.global().async(.promise) { () throws -> Int in throw TestError(code: 2) }
+        XCTAssertEqual(error(p) as? TestError, TestError(code: 2))
+    }
+
+    func testAsyncPromiseWithANonThrowingBodyGivesAGuarantee() {
+        let q = TaggedQueue("async.guarantee")
+        let g: Guarantee<Bool> = q.queue.async(.promise) { q.isCurrent }
+        XCTAssertEqual(value(g), true)
+    }
+
+    func testAsyncPromiseHonoursTheGroup() {
+        let group = DispatchGroup()
+        let p = DispatchQueue.global().async(.promise, group: group) { () -> Int in 1 }
+        XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(p.value, 1)
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import PromiseCore
+import XCTest
+
+// Typical PromiseKit 8 code, written exactly as PromiseKit users write it: non-Sendable
+// captures, trailing closures, implicit queues. It must compile in Swift 6 mode without
+// warnings, with a plain (non-testable) import.
+
+private struct User {
+    let name: String
+    let id: Int
+}
+
+private enum APIError: Error {
+    case notFound
+}
+
+private func login() -> Promise<User> {
+    Promise { seal in
+        DispatchQueue.global().async {
+            seal.fulfill(User(name: "mxcl", id: 1))
+        }
+    }
+}
+
+private func fetchAvatar(for user: User) -> Promise<String> {
+    .value("avatar-\(user.id)")
+}
+
+private func fetchCount(_ completion: @escaping @Sendable (Int?, Error?) -> Void) {
+    DispatchQueue.global().async { completion(3, nil) }
+}
+
+private func count() -> Promise<Int> {
+    Promise { seal in fetchCount(seal.resolve) }
+}
+
+final class PromiseKitSourceCompatibilityTests: XCTestCase {
+    func testTypicalChain() {
+        let done = expectation(description: "chain finished")
+        var log: [String] = []
+        firstly {
+            login()
+        }.then { user in
+            fetchAvatar(for: user)
+        }.map { avatar in
+            avatar.uppercased()
+        }.done { avatar in
+            log.append(avatar)
+        }.catch { error in
+            log.append("error: \(error)")
+        }.finally {
+            log.append("finally")
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 10)
+        XCTAssertEqual(log, ["AVATAR-1", "finally"])
+    }
+
+    func testPendingPair() {
+        let (promise, seal) = Promise<Int>.pending()
+        var n = 0
+        promise.done { n += $0 }.cauterize()
+        seal.fulfill(1)
+        let flushed = expectation(description: "main queue")
+        DispatchQueue.main.async { flushed.fulfill() }
+        wait(for: [flushed], timeout: 10)
+        XCTAssertEqual(n, 1)
+    }
+
+    func testNonSendableCaptureInDone() {
+        var n = 0
+        let p = Promise { seal in seal.fulfill(1) }
+        let finished = expectation(description: "done")
+        p.done { n += $0 }.ensure { finished.fulfill() }.cauterize()
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(n, 1)
+    }
+
+    func testCompletionHandlerConvention() {
+        let finished = expectation(description: "count")
+        var result = 0
+        count().done { result = $0 }.catch { _ in }.finally { finished.fulfill() }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(result, 3)
+    }
+
+    func testRecoverAndEnsure() {
+        var spinner = true
+        let finished = expectation(description: "recovered")
+        var name = ""
+        firstly { () -> Promise<User> in
+            throw APIError.notFound
+        }.recover { error -> Promise<User> in
+            guard case APIError.notFound = error else { throw error }
+            return .value(User(name: "guest", id: 0))
+        }.ensure {
+            spinner = false
+        }.done { user in
+            name = user.name
+            finished.fulfill()
+        }.cauterize()
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(name, "guest")
+        XCTAssertFalse(spinner)
+    }
+
+    func testWhenAndRace() {
+        let finished = expectation(description: "when")
+        var sum = 0
+        when(fulfilled: [Promise.value(1), Promise.value(2)]).then { values in
+            race(Promise.value(values.reduce(0, +)), after(seconds: 10).map { 0 })
+        }.done { total in
+            sum = total
+        }.catch { _ in
+        }.finally {
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(sum, 3)
+    }
+
+    func testTupleWhen() {
+        let finished = expectation(description: "tuple")
+        var text = ""
+        when(fulfilled: login(), count()).done { user, count in
+            text = "\(user.name):\(count)"
+        }.catch { _ in }.finally { finished.fulfill() }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(text, "mxcl:3")
+    }
+
+    func testGuaranteeStyle() {
+        var fired = false
+        let finished = expectation(description: "after")
+        after(seconds: 0.01).done {
+            fired = true
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(fired)
+    }
+
+    func testBackgroundWorkWithDispatchQueuePromise() {
+        let finished = expectation(description: "background")
+        var value = 0
+        DispatchQueue.global().async(.promise) {
+            21 * 2
+        }.done {
+            value = $0
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(value, 42)
+    }
+
+    func testVoidPromisesAndResolvers() {
+        let (promise, seal) = Promise<Void>.pending()
+        var ran = false
+        promise.done { ran = true }.cauterize()
+        seal.fulfill(())
+        let g = Guarantee { seal in seal(()) }
+        let finished = expectation(description: "void")
+        g.done { finished.fulfill() }
+        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(ran)
+    }
+
+    func testCatchPolicyAndCancellation() {
+        var caught: [Bool] = []
+        let finished = expectation(description: "policy")
+        Promise<Int>(error: PMKError.cancelled).catch(policy: .allErrors) { error in
+            caught.append(error.isCancelled)
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(caught, [true])
+    }
+
+    func testConfigurationLikePromiseKit() {
+        let saved = conf
+        defer { conf = saved }
+        conf.Q = (map: nil, return: nil)
+        var n = 0
+        Promise.value(1).map { $0 + 1 }.done { n = $0 }.cauterize()
+        XCTAssertEqual(n, 2)
+    }
+
+    func testAsyncAwaitLikePromiseKit() async throws {
+        let user = try await login().async()
+        XCTAssertEqual(user.name, "mxcl")
+        let value = await Guarantee.value(5).async()
+        XCTAssertEqual(value, 5)
+    }
+}

@@ -1,0 +1,212 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import PromiseCore
+
+/// Where handlers run: `on:`, the defaults from `conf.Q`, `on: nil`; `conf` itself.
+final class QueueTests: XCTestCase {
+    func testEveryOperatorHonoursOn() {
+        let q = TaggedQueue("queue.on")
+        let seen = Recorder<(String, Bool)>()
+        func mark(_ name: String) { seen.append((name, q.isCurrent)) }
+        let chain = Promise.value([3, 1, 2])
+            .then(on: q.queue) { v -> Promise<[Int]> in
+                mark("then"); return .value(v)
+            }
+            .map(on: q.queue) { v -> [Int] in
+                mark("map"); return v
+            }
+            .compactMap(on: q.queue) { v -> [Int]? in
+                mark("compactMap"); return v
+            }
+            .get(on: q.queue) { _ in mark("get") }
+            .tap(on: q.queue) { _ in mark("tap") }
+            .mapValues(on: q.queue) { v -> Int in
+                mark("mapValues"); return v
+            }
+            .sortedValues(on: q.queue)
+            .map(on: q.queue) { _ -> Int in
+                mark("map2"); throw TestError()
+            }
+            .recover(on: q.queue) { _ -> Promise<Int> in
+                mark("recover"); return .value(1)
+            }
+            .ensure(on: q.queue) { mark("ensure") }
+            .ensureThen(on: q.queue) { () -> Guarantee<Void> in
+                mark("ensureThen"); return Guarantee()
+            }
+            .done(on: q.queue) { _ in
+                mark("done"); throw TestError()
+            }
+        let finished = expectation(description: "finally")
+        chain.catch(on: q.queue) { _ in mark("catch") }.finally(on: q.queue) {
+            mark("finally")
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(
+            seen.all.map(\.0),
+            [
+                "then", "map", "compactMap", "get", "tap", "mapValues", "mapValues", "mapValues", "map2",
+                "recover", "ensure", "ensureThen", "done", "catch", "finally",
+            ])
+        XCTAssertEqual(seen.all.filter { !$0.1 }.map(\.0), [])
+    }
+
+    func testDefaultQueuesAreMain() {
+        // On Linux every `DispatchQueue.main` access makes a new wrapper: compare labels.
+        XCTAssertEqual(conf.Q.map?.label, DispatchQueue.main.label)
+        XCTAssertEqual(conf.Q.return?.label, DispatchQueue.main.label)
+    }
+
+    func testMapWithoutOnRunsOnTheMainQueue() {
+        var onMain = false
+        let p = DispatchQueue.global().async(.promise) { 1 }.map { v -> Int in
+            onMain = isOnMainQueue; return v
+        }
+        XCTAssertEqual(value(p), 1)
+        XCTAssertTrue(onMain)
+    }
+
+    func testConfiguredMapQueueIsUsedByMapThenAndTap() {
+        let q = TaggedQueue("queue.conf.map")
+        let seen = Recorder<Bool>()
+        withConfiguration({ $0.Q.map = q.queue }) {
+            let p = Promise.value(1)
+                .map { v -> Int in
+                    seen.append(q.isCurrent); return v
+                }
+                .then { v -> Promise<Int> in
+                    seen.append(q.isCurrent); return .value(v)
+                }
+                .tap { _ in seen.append(q.isCurrent) }
+            XCTAssertEqual(value(p), 1)
+        }
+        XCTAssertEqual(seen.all, [true, true, true])
+    }
+
+    func testConfiguredReturnQueueIsUsedByDoneCatchEnsureAndFinally() {
+        let q = TaggedQueue("queue.conf.return")
+        let seen = Recorder<String>()
+        let finished = expectation(description: "finished")
+        withConfiguration({ $0.Q.return = q.queue }) {
+            Promise.value(1)
+                .get { _ in seen.append(q.isCurrent ? "get" : "get-off") }
+                .ensure { seen.append(q.isCurrent ? "ensure" : "ensure-off") }
+                .done { _ in
+                    seen.append(q.isCurrent ? "done" : "done-off")
+                    throw TestError()
+                }
+                .catch { _ in seen.append(q.isCurrent ? "catch" : "catch-off") }
+                .finally {
+                    seen.append(q.isCurrent ? "finally" : "finally-off")
+                    finished.fulfill()
+                }
+        }
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(seen.all, ["get", "ensure", "done", "catch", "finally"])
+    }
+
+    func testOnNilRunsSynchronouslyOnTheResolvingThread() {
+        let q = TaggedQueue("queue.resolver")
+        let (p, r) = Promise<Int>.pending()
+        var ranOnResolvingQueue = false
+        var ranBeforeFulfillReturned = false
+        var fulfillReturned = false
+        _ = p.map(on: nil) { v -> Int in
+            ranOnResolvingQueue = q.isCurrent
+            ranBeforeFulfillReturned = !fulfillReturned
+            return v
+        }
+        q.queue.sync {
+            r.fulfill(1)
+            fulfillReturned = true
+        }
+        XCTAssertTrue(ranOnResolvingQueue)
+        XCTAssertTrue(ranBeforeFulfillReturned)
+    }
+
+    func testOnNilOnASettledPromiseRunsInsideTheCallThatAttachesIt() {
+        var ran = false
+        _ = Promise.value(1).done(on: nil) { _ in ran = true }
+        XCTAssertTrue(ran)
+    }
+
+    func testConfiguredNilQueuesRunHandlersSynchronously() {
+        var order: [String] = []
+        withConfiguration({ $0.Q = (map: nil, return: nil) }) {
+            Promise.value(1)
+                .map { v -> Int in
+                    order.append("map"); return v
+                }
+                .done { _ in order.append("done") }
+                .catch { _ in }
+                .finally { order.append("finally") }
+        }
+        XCTAssertEqual(order, ["map", "done", "finally"])
+    }
+
+    func testConfigurationChangeAffectsOnlyLaterHandlers() {
+        let first = TaggedQueue("queue.first")
+        let second = TaggedQueue("queue.second")
+        let (p, r) = Promise<Int>.pending()
+        let seen = Recorder<String>()
+        var early: Promise<Void>?
+        var late: Promise<Void>?
+        withConfiguration({ $0.Q.return = first.queue }) {
+            early = p.done { _ in seen.append(first.isCurrent ? "early-first" : "early-wrong") }
+        }
+        withConfiguration({ $0.Q.return = second.queue }) {
+            late = p.done { _ in seen.append(second.isCurrent ? "late-second" : "late-wrong") }
+        }
+        r.fulfill(1)
+        XCTAssertNotNil(value(early!))
+        XCTAssertNotNil(value(late!))
+        XCTAssertEqual(Set(seen.all), ["early-first", "late-second"])
+    }
+
+    func testWithConfigurationRestoresThePreviousConfiguration() {
+        let q = DispatchQueue(label: "queue.restore")
+        withConfiguration({
+            $0.Q.map = q; $0.catchPolicy = .allErrors
+        }) {
+            XCTAssertTrue(conf.Q.map === q)
+        }
+        XCTAssertEqual(conf.Q.map?.label, DispatchQueue.main.label)
+        XCTAssertEqual(conf.catchPolicy, .allErrorsExceptCancellation)
+    }
+
+    func testConfigurationCanBeReadAndSetFromEightThreads() {
+        let saved = conf
+        defer { conf = saved }
+        let queues = (0..<8).map { DispatchQueue(label: "queue.conf.\($0)") }
+        let torn = Counter()
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            for n in 0..<2_000 {
+                if n % 4 == 0 {
+                    var c = PMKConfiguration()
+                    c.Q = (map: queues[i], return: queues[i])
+                    conf = c
+                } else {
+                    // Every read sees a whole configuration, never half of one write.
+                    let c = conf
+                    if let map = c.Q.map, map.label != c.Q.return?.label { torn.increment() }
+                    _ = Promise.value(n).map(on: nil) { $0 }
+                }
+            }
+        }
+        XCTAssertEqual(torn.value, 0)
+        XCTAssertTrue(queues.contains { $0 === conf.Q.map })
+    }
+
+    func testHandlersOnAConcurrentQueueEachRunOnce() {
+        let q = DispatchQueue(label: "queue.concurrent", attributes: .concurrent)
+        let (p, r) = Promise<Int>.pending()
+        let count = Counter()
+        let tails = (0..<100).map { _ in p.done(on: q) { _ in count.increment() } }
+        r.fulfill(1)
+        XCTAssertNotNil(value(when(fulfilled: tails)))
+        XCTAssertEqual(count.value, 100)
+    }
+}

@@ -1,0 +1,162 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import PromiseCore
+
+/// An error with an identity, so tests can check *which* error arrived.
+struct TestError: Error, Equatable {
+    var code: Int = 0
+}
+
+/// A user-defined error that says it is a cancellation.
+struct UserCancelled: CancellableError {
+    var isCancelled: Bool { true }
+}
+
+/// The case name of a `PMKError`, or `nil` for any other error (PMKError is not Equatable).
+func pmkCase(_ error: Error?) -> String? {
+    guard let error = error as? PMKError else { return nil }
+    switch error {
+    case .invalidCallingConvention: return "invalidCallingConvention"
+    case .returnedSelf: return "returnedSelf"
+    case .badInput: return "badInput"
+    case .cancelled: return "cancelled"
+    case .flatMap: return "flatMap"
+    case .compactMap: return "compactMap"
+    case .emptySequence: return "emptySequence"
+    case .noWinner: return "noWinner"
+    }
+}
+
+/// A counter safe to bump from any thread.
+final class Counter: @unchecked Sendable {
+    private let cell = Locked(0)
+    init() {}
+    @discardableResult func increment() -> Int {
+        cell.withLock {
+            $0 += 1; return $0
+        }
+    }
+    var value: Int { cell.withLock { $0 } }
+}
+
+/// A list safe to append to from any thread.
+final class Recorder<Element>: @unchecked Sendable {
+    private let cell = Locked<[Element]>([])
+    init() {}
+    func append(_ element: Element) { cell.withLock { $0.append(element) } }
+    var all: [Element] { cell.withLock { $0 } }
+}
+
+/// A serial queue that can tell whether the current code runs on it.
+final class TaggedQueue: @unchecked Sendable {
+    let queue: DispatchQueue
+    private let key = DispatchSpecificKey<Int>()
+
+    init(_ label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: key, value: 1)
+    }
+
+    var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == 1 }
+}
+
+/// Tells whether the current code runs on the main queue.
+let mainQueueKey: DispatchSpecificKey<Int> = {
+    let key = DispatchSpecificKey<Int>()
+    DispatchQueue.main.setSpecific(key: key, value: 42)
+    return key
+}()
+
+var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == 42 }
+
+/// Runs `body` with a changed configuration and restores the previous one afterwards.
+@discardableResult
+func withConfiguration<R>(
+    _ change: (inout PMKConfiguration) -> Void,
+    _ body: () throws -> R
+) rethrows -> R {
+    let saved = conf
+    defer { conf = saved }
+    var changed = saved
+    change(&changed)
+    conf = changed
+    return try body()
+}
+
+/// Runs `body` with every log event recorded; returns the events logged meanwhile.
+@discardableResult
+func recordingLog(_ body: () throws -> Void) rethrows -> [LogEvent] {
+    let events = Recorder<LogEvent>()
+    try withConfiguration({ $0.logHandler = { events.append($0) } }, body)
+    return events.all
+}
+
+func describeLog(_ events: [LogEvent]) -> [String] {
+    events.map { event in
+        switch event {
+        case .waitOnMainThread: return "waitOnMainThread"
+        case .pendingPromiseDeallocated: return "pendingPromiseDeallocated"
+        case .pendingGuaranteeDeallocated: return "pendingGuaranteeDeallocated"
+        case .cauterized(let error): return "cauterized(\(error))"
+        }
+    }
+}
+
+extension XCTestCase {
+    /// Waits (running the main run loop, so main-queue handlers run) until `thenable` settles.
+    func settled<P: Thenable>(
+        _ thenable: P,
+        timeout: TimeInterval = 10,
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) -> Result<P.T>? {
+        if let result = thenable.result { return result }
+        let done = expectation(description: "settled")
+        thenable.pipe { _ in done.fulfill() }
+        wait(for: [done], timeout: timeout)
+        let result = thenable.result
+        if result == nil { XCTFail("did not settle", file: file, line: line) }
+        return result
+    }
+
+    /// The value of a promise once fulfilled (failing the test if it rejects).
+    func value<P: Thenable>(
+        _ thenable: P,
+        timeout: TimeInterval = 10,
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) -> P.T? {
+        switch settled(thenable, timeout: timeout, file: file, line: line) {
+        case .fulfilled(let value)?: return value
+        case .rejected(let error)?:
+            XCTFail("rejected with \(error)", file: file, line: line)
+            return nil
+        case nil: return nil
+        }
+    }
+
+    /// The error of a promise once rejected (failing the test if it fulfils).
+    func error<P: Thenable>(
+        _ thenable: P,
+        timeout: TimeInterval = 10,
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) -> Error? {
+        switch settled(thenable, timeout: timeout, file: file, line: line) {
+        case .fulfilled(let value)?:
+            XCTFail("fulfilled with \(value)", file: file, line: line)
+            return nil
+        case .rejected(let error)?: return error
+        case nil: return nil
+        }
+    }
+
+    /// Lets the main queue run the work already queued on it.
+    func drainMainQueue(file: StaticString = #filePath, line: UInt = #line) {
+        let done = expectation(description: "main queue drained")
+        DispatchQueue.main.async { done.fulfill() }
+        wait(for: [done], timeout: 10)
+    }
+}

@@ -1,0 +1,189 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import PromiseCore
+
+/// `then`, `map`, `compactMap`, `done`, `get`, `tap`, `asVoid` and the state accessors.
+final class ThenableOperatorTests: XCTestCase {
+    func testThenPassesTheValueAndFollowsTheResult() {
+        var received: Int?
+        let p = Promise.value(3).then(on: nil) { v -> Promise<String> in
+            received = v
+            return .value("v\(v)")
+        }
+        XCTAssertEqual(received, 3)
+        XCTAssertEqual(p.value, "v3")
+    }
+
+    func testThenOnTheDefaultQueueRunsOnMain() {
+        var onMain = false
+        let p = Promise.value(1).then { v -> Promise<Int> in
+            onMain = isOnMainQueue
+            return .value(v)
+        }
+        XCTAssertEqual(value(p), 1)
+        XCTAssertTrue(onMain)
+    }
+
+    func testMapTransformsTheValue() {
+        XCTAssertEqual(Promise.value(4).map(on: nil) { "\($0 * 2)" }.value, "8")
+    }
+
+    func testCompactMapFulfilsWithANonNilValue() {
+        let p = Promise.value("12").compactMap(on: nil) { Int($0) }
+        XCTAssertEqual(p.value, 12)
+    }
+
+    func testCompactMapRejectsWithCompactMapErrorOnNil() {
+        let p = Promise.value("x").compactMap(on: nil) { Int($0) }
+        XCTAssertEqual(pmkCase(p.error), "compactMap")
+        if case PMKError.compactMap(let value, let type)? = p.error {
+            XCTAssertEqual(value as? String, "x")
+            XCTAssertTrue(type == Int.self)
+        } else {
+            XCTFail("expected PMKError.compactMap, got \(String(describing: p.error))")
+        }
+    }
+
+    func testCompactMapThrowingRejectsWithTheThrownError() {
+        let p = Promise.value(1).compactMap(on: nil) { _ -> Int? in throw TestError(code: 5) }
+        XCTAssertEqual(p.error as? TestError, TestError(code: 5))
+    }
+
+    func testCompactMapPassesARejectionThrough() {
+        var ran = false
+        let p = Promise<Int>(error: TestError(code: 6)).compactMap(on: nil) { v -> Int? in
+            ran = true; return v
+        }
+        XCTAssertFalse(ran)
+        XCTAssertEqual(p.error as? TestError, TestError(code: 6))
+    }
+
+    func testDoneRunsTheBodyAndFulfilsWithVoid() {
+        var seen: Int?
+        let p = Promise.value(9).done(on: nil) { seen = $0 }
+        XCTAssertEqual(seen, 9)
+        XCTAssertTrue(p.isFulfilled)
+    }
+
+    func testDoneOnTheDefaultQueueRunsOnMain() {
+        var onMain = false
+        let p = Promise.value(9).done { _ in onMain = isOnMainQueue }
+        XCTAssertNotNil(value(p))
+        XCTAssertTrue(onMain)
+    }
+
+    func testGetPassesTheValueOnUnchanged() {
+        var seen: Int?
+        let p = Promise.value(9).get(on: nil) { seen = $0 }
+        XCTAssertEqual(seen, 9)
+        XCTAssertEqual(p.value, 9)
+    }
+
+    func testGetThrowingRejects() {
+        let p = Promise.value(9).get(on: nil) { _ in throw TestError(code: 1) }
+        XCTAssertEqual(p.error as? TestError, TestError(code: 1))
+    }
+
+    func testGetIsSkippedOnRejection() {
+        var ran = false
+        let p = Promise<Int>(error: TestError(code: 2)).get(on: nil) { _ in ran = true }
+        XCTAssertFalse(ran)
+        XCTAssertEqual(p.error as? TestError, TestError(code: 2))
+    }
+
+    func testTapSeesAFulfilmentAndPassesItOn() {
+        var seen: Result<Int>?
+        let p = Promise.value(1).tap(on: nil) { seen = $0 }
+        XCTAssertEqual(try seen?.get(), 1)
+        XCTAssertEqual(p.value, 1)
+    }
+
+    func testTapSeesARejectionAndPassesItOn() {
+        var seen: Result<Int>?
+        let p = Promise<Int>(error: TestError(code: 3)).tap(on: nil) { seen = $0 }
+        if case .rejected(let error)? = seen {
+            XCTAssertEqual(error as? TestError, TestError(code: 3))
+        } else {
+            XCTFail("tap did not see the rejection")
+        }
+        XCTAssertEqual(p.error as? TestError, TestError(code: 3))
+    }
+
+    func testTapSeesACancellation() {
+        var seen: Error?
+        _ = Promise<Int>(error: PMKError.cancelled).tap(on: nil) {
+            if case .rejected(let e) = $0 { seen = e }
+        }
+        XCTAssertEqual(pmkCase(seen), "cancelled")
+    }
+
+    func testAsVoidFulfilsWithVoidWhenTheSourceFulfils() {
+        let (p, r) = Promise<Int>.pending()
+        let v = p.asVoid()
+        XCTAssertTrue(v.isPending)
+        r.fulfill(1)
+        XCTAssertTrue(v.isFulfilled)
+    }
+
+    func testAsVoidKeepsTheRejection() {
+        let v = Promise<Int>(error: TestError(code: 8)).asVoid()
+        XCTAssertEqual(v.error as? TestError, TestError(code: 8))
+    }
+
+    func testStateAccessorsOfAFulfilledPromise() {
+        let p = Promise.value("x")
+        XCTAssertEqual(p.value, "x")
+        XCTAssertNil(p.error)
+        XCTAssertFalse(p.isPending)
+        XCTAssertTrue(p.isResolved)
+        XCTAssertTrue(p.isFulfilled)
+        XCTAssertFalse(p.isRejected)
+        XCTAssertEqual(p.result?.isFulfilled, true)
+    }
+
+    func testStateAccessorsOfARejectedPromise() {
+        let p = Promise<String>(error: TestError(code: 1))
+        XCTAssertNil(p.value)
+        XCTAssertEqual(p.error as? TestError, TestError(code: 1))
+        XCTAssertFalse(p.isPending)
+        XCTAssertTrue(p.isResolved)
+        XCTAssertFalse(p.isFulfilled)
+        XCTAssertTrue(p.isRejected)
+        XCTAssertEqual(p.result?.isFulfilled, false)
+    }
+
+    func testResultGetReturnsTheValueOrThrows() throws {
+        XCTAssertEqual(try Result<Int>.fulfilled(1).get(), 1)
+        XCTAssertThrowsError(try Result<Int>.rejected(TestError(code: 2)).get()) {
+            XCTAssertEqual($0 as? TestError, TestError(code: 2))
+        }
+    }
+
+    func testPipeDeliversTheResultOnceSettled() {
+        let (p, r) = Promise<Int>.pending()
+        var got: [Int] = []
+        p.pipe { if case .fulfilled(let v) = $0 { got.append(v) } }
+        XCTAssertEqual(got, [])
+        r.fulfill(5)
+        p.pipe { if case .fulfilled(let v) = $0 { got.append(v * 10) } }
+        XCTAssertEqual(got, [5, 50])
+    }
+
+    func testAsPromiseOfAPromiseIsItself() {
+        let p = Promise.value(1)
+        XCTAssertTrue(p.asPromise() === p)
+    }
+
+    func testFlagsAreAccepted() {
+        let queue = TaggedQueue("flags")
+        var onQueue = false
+        let p = Promise.value(1).map(on: queue.queue, flags: .barrier) { v -> Int in
+            onQueue = queue.isCurrent
+            return v + 1
+        }
+        XCTAssertEqual(value(p), 2)
+        XCTAssertTrue(onQueue)
+    }
+}

@@ -1,0 +1,360 @@
+import Dispatch
+import Foundation
+import XCTest
+
+@testable import PromiseCore
+
+/// Every `when` form.
+final class WhenTests: XCTestCase {
+    // MARK: when(fulfilled:) arrays
+
+    func testWhenFulfilledArrayGivesTheValuesInInputOrder() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [a, b])
+        rb.fulfill(2)
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(1)
+        XCTAssertEqual(all.value, [1, 2])
+    }
+
+    func testWhenFulfilledArrayLiteralOfOneTypeGivesTypedValues() {
+        let all = when(fulfilled: [Promise.value(1), Promise.value(2)])
+        let typed: Promise<[Int]> = all
+        XCTAssertEqual(typed.value, [1, 2])
+    }
+
+    func testWhenFulfilledEmptyArrayFulfilsWithAnEmptyArray() {
+        let all: Promise<[Int]> = when(fulfilled: [Promise<Int>]())
+        XCTAssertEqual(all.value, [])
+    }
+
+    func testWhenFulfilledRejectsWithTheFirstError() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<Int>.pending()
+        let (c, rc) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [a, b, c])
+        rb.reject(TestError(code: 2))
+        XCTAssertEqual(all.error as? TestError, TestError(code: 2))
+        rc.reject(TestError(code: 3))
+        ra.fulfill(1)
+        XCTAssertEqual(all.error as? TestError, TestError(code: 2))
+    }
+
+    func testWhenFulfilledRejectsWithoutWaitingForTheOthers() {
+        let (pending, _) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [pending, Promise(error: TestError(code: 1))])
+        XCTAssertEqual(all.error as? TestError, TestError(code: 1))
+    }
+
+    func testWhenFulfilledAcceptsGuarantees() {
+        let all: Promise<[Int]> = when(fulfilled: [Guarantee.value(1), Guarantee.value(2)])
+        XCTAssertEqual(all.value, [1, 2])
+    }
+
+    func testWhenFulfilledOfAnyThenableGivesAnyValues() {
+        let thenables: [any Thenable] = [Promise.value(1), Guarantee.value("two"), Promise.value(3.0)]
+        let all: Promise<[Any]> = when(fulfilled: thenables)
+        let values = all.value
+        XCTAssertEqual(values?.count, 3)
+        XCTAssertEqual(values?[0] as? Int, 1)
+        XCTAssertEqual(values?[1] as? String, "two")
+        XCTAssertEqual(values?[2] as? Double, 3.0)
+    }
+
+    func testWhenFulfilledOfAnyThenableRejectsWithTheFirstError() {
+        let thenables: [any Thenable] = [Promise.value(1), Promise<String>(error: TestError(code: 5))]
+        XCTAssertEqual(when(fulfilled: thenables).error as? TestError, TestError(code: 5))
+    }
+
+    func testWhenFulfilledOfEmptyAnyThenableFulfilsWithAnEmptyArray() {
+        let thenables: [any Thenable] = []
+        XCTAssertEqual(when(fulfilled: thenables).value?.count, 0)
+    }
+
+    func testWhenFulfilledVoidVariadic() {
+        let (a, ra) = Promise<Void>.pending()
+        let all: Promise<Void> = when(fulfilled: a, Promise<Void>())
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(())
+        XCTAssertTrue(all.isFulfilled)
+    }
+
+    func testWhenFulfilledVoidArray() {
+        let (a, ra) = Promise<Void>.pending()
+        let all: Promise<Void> = when(fulfilled: [a, Promise<Void>()])
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(())
+        XCTAssertTrue(all.isFulfilled)
+    }
+
+    func testWhenFulfilledVoidArrayRejects() {
+        let all: Promise<Void> = when(fulfilled: [Promise<Void>(), Promise<Void>(error: TestError(code: 1))])
+        XCTAssertEqual(all.error as? TestError, TestError(code: 1))
+    }
+
+    func testWhenFulfilledEmptyVoidArrayFulfils() {
+        let all: Promise<Void> = when(fulfilled: [Promise<Void>]())
+        XCTAssertTrue(all.isFulfilled)
+    }
+
+    // MARK: tuples
+
+    func testWhenFulfilledTwoTuple() {
+        let (a, ra) = Promise<Int>.pending()
+        let pair = when(fulfilled: a, Promise.value("b"))
+        XCTAssertTrue(pair.isPending)
+        ra.fulfill(1)
+        XCTAssertEqual(pair.value?.0, 1)
+        XCTAssertEqual(pair.value?.1, "b")
+    }
+
+    func testWhenFulfilledThreeTupleMixesPromiseAndGuarantee() {
+        let t = when(fulfilled: Promise.value(1), Guarantee.value("b"), Promise.value(true))
+        XCTAssertEqual(t.value?.0, 1)
+        XCTAssertEqual(t.value?.1, "b")
+        XCTAssertEqual(t.value?.2, true)
+    }
+
+    func testWhenFulfilledFourTuple() {
+        let t = when(fulfilled: Promise.value(1), Promise.value("b"), Promise.value(true), Promise.value(4.5))
+        XCTAssertEqual(t.value?.0, 1)
+        XCTAssertEqual(t.value?.1, "b")
+        XCTAssertEqual(t.value?.2, true)
+        XCTAssertEqual(t.value?.3, 4.5)
+    }
+
+    func testWhenFulfilledFiveTuple() {
+        let t = when(
+            fulfilled: Promise.value(1), Promise.value("b"), Promise.value(true), Promise.value(4.5),
+            Promise.value([5]))
+        XCTAssertEqual(t.value?.0, 1)
+        XCTAssertEqual(t.value?.1, "b")
+        XCTAssertEqual(t.value?.2, true)
+        XCTAssertEqual(t.value?.3, 4.5)
+        XCTAssertEqual(t.value?.4, [5])
+    }
+
+    func testWhenFulfilledTupleRejectsWithTheFirstError() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<String>.pending()
+        let pair = when(fulfilled: a, b)
+        rb.reject(TestError(code: 2))
+        ra.reject(TestError(code: 1))
+        XCTAssertEqual(pair.error as? TestError, TestError(code: 2))
+    }
+
+    // MARK: when(fulfilled:concurrently:)
+
+    func testWhenConcurrentlyNeverHasMoreThanNPending() {
+        let queue = DispatchQueue(label: "when.concurrently", attributes: .concurrent)
+        let running = Locked((now: 0, max: 0))
+        let total = 50
+        var generated = 0
+        let iterator = AnyIterator<Promise<Int>> {
+            guard generated < total else { return nil }
+            let i = generated
+            generated += 1
+            running.withLock {
+                $0.now += 1; $0.max = max($0.max, $0.now)
+            }
+            return Promise { seal in
+                queue.asyncAfter(deadline: .now() + .milliseconds(i % 5)) {
+                    running.withLock { $0.now -= 1 }
+                    seal.fulfill(i)
+                }
+            }
+        }
+        let all = when(fulfilled: iterator, concurrently: 3)
+        XCTAssertEqual(value(all), Array(0..<total))
+        XCTAssertEqual(running.withLock { $0.max }, 3)
+        XCTAssertEqual(generated, total)
+    }
+
+    func testWhenConcurrentlyWithZeroRejectsWithBadInput() {
+        let all = when(fulfilled: [Promise.value(1)].makeIterator(), concurrently: 0)
+        XCTAssertEqual(pmkCase(all.error), "badInput")
+    }
+
+    func testWhenConcurrentlyWithNoElementsFulfilsWithAnEmptyArray() {
+        XCTAssertEqual(when(fulfilled: [Promise<Int>]().makeIterator(), concurrently: 2).value, [])
+    }
+
+    func testWhenConcurrentlyStopsGeneratingAfterARejection() {
+        var generated = 0
+        let resolvers = Locked<[Resolver<Int>]>([])
+        let iterator = AnyIterator<Promise<Int>> {
+            generated += 1
+            let (promise, resolver) = Promise<Int>.pending()
+            resolvers.withLock { $0.append(resolver) }
+            return promise
+        }
+        let all = when(fulfilled: iterator, concurrently: 2)
+        XCTAssertEqual(generated, 2)
+        resolvers.withLock { $0[0] }.reject(TestError(code: 1))
+        XCTAssertEqual(all.error as? TestError, TestError(code: 1))
+        resolvers.withLock { $0[1] }.fulfill(2)
+        XCTAssertEqual(generated, 2)
+        resolvers.withLock { $0 = [] }
+    }
+
+    func testWhenConcurrentlyOverManySettledPromisesDoesNotRecursePerElement() {
+        let count = 200_000
+        let iterator = (0..<count).lazy.map { Promise.value($0) }.makeIterator()
+        let all = when(fulfilled: iterator, concurrently: 1)
+        XCTAssertEqual(all.value?.count, count)
+        XCTAssertEqual(all.value?.last, count - 1)
+    }
+
+    func testWhenConcurrentlyIteratorMayResolveAnEarlierInput() {
+        // The iterator runs user code: it must not be called under a lock the inputs' handlers
+        // need, or resolving an earlier input from inside `next()` deadlocks.
+        var previous: Resolver<Int>?
+        var n = 0
+        let iterator = AnyIterator<Promise<Int>> {
+            previous?.fulfill(n - 1)
+            previous = nil
+            guard n < 4 else { return nil }
+            let (promise, resolver) = Promise<Int>.pending()
+            previous = resolver
+            n += 1
+            return promise
+        }
+        let all = when(fulfilled: iterator, concurrently: 2)
+        XCTAssertEqual(all.value, [0, 1, 2, 3])
+    }
+
+    // MARK: when(resolved:)
+
+    func testWhenResolvedVariadicWaitsForEveryResult() {
+        let (a, ra) = Promise<Int>.pending()
+        let all = when(resolved: a, Promise<Int>(error: TestError(code: 2)), Promise.value(3))
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(1)
+        let results = all.value
+        XCTAssertEqual(results?.count, 3)
+        XCTAssertEqual(try results?[0].get(), 1)
+        if case .rejected(let error)? = results?[1] {
+            XCTAssertEqual(error as? TestError, TestError(code: 2))
+        } else {
+            XCTFail("expected a rejection")
+        }
+        XCTAssertEqual(try results?[2].get(), 3)
+    }
+
+    func testWhenResolvedArray() {
+        let all: Guarantee<[Result<Int>]> = when(resolved: [Promise.value(1), Promise(error: TestError())])
+        XCTAssertEqual(all.value?.map(\.isFulfilled), [true, false])
+    }
+
+    func testWhenResolvedEmptyArrayGivesAnEmptyArray() {
+        XCTAssertEqual(when(resolved: [Promise<Int>]()).value?.count, 0)
+    }
+
+    func testWhenResolvedConcurrentlyWaitsForEveryResult() {
+        let inputs: [Promise<Int>] = [.value(1), Promise(error: TestError(code: 2)), .value(3)]
+        let all = when(resolved: inputs.makeIterator(), concurrently: 1)
+        XCTAssertEqual(all.value?.map(\.isFulfilled), [true, false, true])
+        XCTAssertEqual(try all.value?[2].get(), 3)
+    }
+
+    func testWhenResolvedConcurrentlyNeverHasMoreThanNPending() {
+        let queue = DispatchQueue(label: "when.resolved.concurrently", attributes: .concurrent)
+        let running = Locked((now: 0, max: 0))
+        var i = 0
+        let iterator = AnyIterator<Promise<Int>> {
+            guard i < 30 else { return nil }
+            let index = i
+            i += 1
+            running.withLock {
+                $0.now += 1; $0.max = max($0.max, $0.now)
+            }
+            return Promise { seal in
+                queue.asyncAfter(deadline: .now() + .milliseconds(index % 3)) {
+                    running.withLock { $0.now -= 1 }
+                    if index % 2 == 0 { seal.fulfill(index) } else { seal.reject(TestError(code: index)) }
+                }
+            }
+        }
+        let all = when(resolved: iterator, concurrently: 4)
+        let results = value(all)
+        XCTAssertEqual(results?.count, 30)
+        XCTAssertEqual(results?.map(\.isFulfilled), (0..<30).map { $0 % 2 == 0 })
+        XCTAssertEqual(running.withLock { $0.max }, 4)
+    }
+
+    func testWhenResolvedConcurrentlyWithZeroGivesOneBadInputResult() {
+        let all = when(resolved: [Promise.value(1)].makeIterator(), concurrently: 0)
+        XCTAssertEqual(all.value?.count, 1)
+        if case .rejected(let error)? = all.value?.first {
+            XCTAssertEqual(pmkCase(error), "badInput")
+        } else {
+            XCTFail("expected [.rejected(badInput)]")
+        }
+    }
+
+    // MARK: Guarantees
+
+    func testWhenVariadicVoidGuarantees() {
+        let (a, resolve) = Guarantee<Void>.pending()
+        let all: Guarantee<Void> = when(a, Guarantee())
+        XCTAssertTrue(all.isPending)
+        resolve(())
+        XCTAssertTrue(all.isFulfilled)
+    }
+
+    func testWhenVariadicGuaranteesGivesTheValuesInOrder() {
+        let (a, resolve) = Guarantee<Int>.pending()
+        let all: Guarantee<[Int]> = when(a, Guarantee.value(2))
+        resolve(1)
+        XCTAssertEqual(all.value, [1, 2])
+    }
+
+    func testWhenGuaranteesArrayVoid() {
+        let all: Guarantee<Void> = when(guarantees: [Guarantee<Void>(), Guarantee<Void>()])
+        XCTAssertTrue(all.isFulfilled)
+    }
+
+    func testWhenGuaranteesArray() {
+        let all: Guarantee<[Int]> = when(guarantees: [Guarantee.value(1), Guarantee.value(2)])
+        XCTAssertEqual(all.value, [1, 2])
+    }
+
+    func testWhenGuaranteesEmptyArrayGivesAnEmptyArray() {
+        let all: Guarantee<[Int]> = when(guarantees: [Guarantee<Int>]())
+        XCTAssertEqual(all.value, [])
+    }
+
+    func testWhenGuaranteesTwoTuple() {
+        let (a, resolve) = Guarantee<Int>.pending()
+        let t = when(guarantees: a, Guarantee.value("b"))
+        XCTAssertTrue(t.isPending)
+        resolve(1)
+        XCTAssertEqual(t.value?.0, 1)
+        XCTAssertEqual(t.value?.1, "b")
+    }
+
+    func testWhenGuaranteesThreeFourFiveTuples() {
+        let t3 = when(guarantees: Guarantee.value(1), Guarantee.value("b"), Guarantee.value(true))
+        XCTAssertEqual(t3.value?.2, true)
+        let t4 = when(
+            guarantees: Guarantee.value(1), Guarantee.value("b"), Guarantee.value(true), Guarantee.value(4.0))
+        XCTAssertEqual(t4.value?.3, 4.0)
+        let t5 = when(
+            guarantees: Guarantee.value(1), Guarantee.value("b"), Guarantee.value(true), Guarantee.value(4.0),
+            Guarantee.value([5]))
+        XCTAssertEqual(t5.value?.0, 1)
+        XCTAssertEqual(t5.value?.1, "b")
+        XCTAssertEqual(t5.value?.4, [5])
+    }
+
+    func testWhenSettlesOnTheThreadSettlingTheLastInput() {
+        let queue = TaggedQueue("when.last")
+        let (a, ra) = Promise<Int>.pending()
+        var onQueue = false
+        let all: Promise<[Int]> = when(fulfilled: [a, Promise.value(2)])
+        _ = all.done(on: nil) { _ in onQueue = queue.isCurrent }
+        queue.queue.sync { ra.fulfill(1) }
+        XCTAssertTrue(onQueue)
+    }
+}
