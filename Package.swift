@@ -14,7 +14,13 @@ let package = Package(
         .target(name: "PromiseCore"),
         .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore"]),
         .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
-        .executableTarget(name: "Example", dependencies: ["CancellablePromiseKit", "PromiseFoundation"], path: "Example"),
+        .target(
+            name: "ExampleSupport",
+            dependencies: ["CancellablePromiseKit", "PromiseFoundation"],
+            path: "Example/ExampleSupport"
+        ),
+        .executableTarget(name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
+        .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit"]),
         .testTarget(

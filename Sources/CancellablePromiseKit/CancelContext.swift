@@ -206,25 +206,38 @@ extension CancelContext: Hashable {
 /// What a cancellation does once the lock is released: call the cancel closures, then run the
 /// handlers released by rejecting the members. Built under the lock (which rejects the
 /// promises), so nothing a cancel closure causes can change an outcome already decided.
+///
+/// A member whose promise settled on its own but has not left the list yet (it settles under
+/// its promise's lock, then leaves the context) lost the race: its cancel closure is not called,
+/// only released, outside the lock.
 private struct CancelActions {
     private var bodies: [() -> Void] = []
     private var released: [Unblocked] = []
     private var single: Unblocked?
+    private var discarded: [() -> Void] = []
 
     init(rejecting members: [any CancelMember], with error: Error) {
         if members.count == 1 {
-            let member = members[0]
-            member.memberIndex = unlisted
-            if let body = member.takeCancelBody() { bodies.append(body) }
-            single = member.rejectForCancel(error)
+            single = reject(members[0], with: error)
             return
         }
         released.reserveCapacity(members.count)
         for member in members {
-            member.memberIndex = unlisted
-            if let body = member.takeCancelBody() { bodies.append(body) }
-            released.append(member.rejectForCancel(error))
+            released.append(reject(member, with: error))
         }
+    }
+
+    private mutating func reject(_ member: any CancelMember, with error: Error) -> Unblocked {
+        member.memberIndex = unlisted
+        let unblocked = member.rejectForCancel(error)
+        if let body = member.takeCancelBody() {
+            if unblocked.source != nil {
+                bodies.append(body)
+            } else {
+                discarded.append(body)  // settled already: not called
+            }
+        }
+        return unblocked
     }
 
     func run() {

@@ -14,6 +14,16 @@ extension CancellablePromise {
         CancellablePromise<U>(member: step, context: cancelContext, cancel: nil)
     }
 
+    /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
+    /// `compactMap`, `done`, `get`, `recover`). On a chain cancelled already, `make` is not
+    /// called and the step is rejected with the cancellation error: with `on: nil` the body
+    /// would otherwise run at once, before the step joins the context.
+    @inline(__always)
+    func step<U>(_ make: () -> Promise<U>) -> CancellablePromise<U> {
+        if let error = cancelContext.cancelledError { return chained(Promise(error: error)) }
+        return chained(make())
+    }
+
     /// Makes a promise returned by a step body part of this chain: a `CancellablePromise`'s
     /// chain joins this one; a plain promise whose producer attached its task gets that task
     /// cancelled with the chain.
@@ -40,12 +50,13 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
-        chained(
+        step {
             promise.then(on: on, flags: flags) { value -> CancellablePromise<U> in
                 let next = try body(value)
                 self.adopt(next)
                 return next
-            })
+            }
+        }
     }
 
     /// Runs `body` with the value, on `on`, and follows the thenable it returns. Cancelling the
@@ -56,12 +67,13 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
-        chained(
+        step {
             promise.then(on: on, flags: flags) { value -> U in
                 let next = try body(value)
                 self.adopt(next)
                 return next
-            })
+            }
+        }
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
@@ -70,7 +82,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        chained(promise.map(on: on, flags: flags, transform))
+        step { promise.map(on: on, flags: flags, transform) }
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
@@ -79,7 +91,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
-        chained(promise.compactMap(on: on, flags: flags, transform))
+        step { promise.compactMap(on: on, flags: flags, transform) }
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
@@ -88,7 +100,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        chained(promise.done(on: on, flags: flags, body))
+        step { promise.done(on: on, flags: flags, body) }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -97,7 +109,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
-        chained(promise.get(on: on, flags: flags, body))
+        step { promise.get(on: on, flags: flags, body) }
     }
 
     /// Runs `body` with the result on `on`, whatever it is, cancellation included.
@@ -139,12 +151,13 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
-        chained(
+        step {
             promise.recover(on: on, flags: flags, policy: policy) { error -> U in
                 let next = try body(error)
                 self.adopt(next)
                 return next
-            })
+            }
+        }
     }
 
     /// Recovers from any rejection except the chain's own cancellation with a guarantee.
@@ -204,7 +217,7 @@ extension CancellablePromise where T == Void {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
-        chained(promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in body(error) })
+        step { promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in body(error) } }
     }
 
     /// Recovers from a rejection with a throwing body.
@@ -214,7 +227,29 @@ extension CancellablePromise where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
-        chained(promise.recover(on: on, flags: flags, policy: policy, body))
+        step { promise.recover(on: on, flags: flags, policy: policy, body) }
+    }
+}
+
+extension Thenable {
+    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
+    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
+    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
+    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
+    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
+    ///
+    /// ```swift
+    /// let finalizer = firstly { login() }.then { creds in
+    ///     fetch(avatar: creds.user).cancellize()
+    /// }.done { image in … }.catch(policy: .allErrors) { … }
+    /// finalizer.cancel()
+    /// ```
+    public func then<U>(
+        on: DispatchQueue? = conf.Q.map,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        CancellablePromise(self).then(on: on, flags: flags, body)
     }
 }
 

@@ -23,13 +23,13 @@ public func race<T>(_ promises: CancellablePromise<T>..., autoCancel: Bool = fal
     race(promises, fulfilledOnly: false, autoCancel: autoCancel)
 }
 
-/// ``race(_:autoCancel:)`` without `autoCancel` (declared so that it is preferred over
+/// `race(_:autoCancel:)` without `autoCancel` (declared so that it is preferred over
 /// PromiseCore's `race` of plain thenables, which would return a non-cancellable `Promise`).
 public func race<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: false)
 }
 
-/// Variadic ``race(_:autoCancel:)`` without `autoCancel`.
+/// Variadic `race(_:autoCancel:)` without `autoCancel`.
 public func race<T>(_ promises: CancellablePromise<T>...) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: false)
 }
@@ -53,10 +53,13 @@ private func race<T>(
     autoCancel: Bool
 ) -> CancellablePromise<T> {
     guard !promises.isEmpty else { return CancellablePromise(error: PMKError.badInput) }
+    // Weak: a pending input is kept alive by its own context, and a settled one needs no
+    // cancelling, so the settled race does not keep its inputs alive.
+    let cancels = promises.map(weakCancel)
     let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
         guard autoCancel else { return }
-        for (other, promise) in promises.enumerated() where other != index {
-            promise.cancel()
+        for (other, cancel) in cancels.enumerated() where other != index {
+            cancel()
         }
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
@@ -68,4 +71,10 @@ func cancelAll<T>(_ promises: [CancellablePromise<T>], if autoCancel: Bool) -> (
     return {
         for promise in promises { promise.cancel() }
     }
+}
+
+/// Cancels `promise` if it is still alive; a pending `CancellablePromise` is kept alive by its
+/// context, so only settled ones (with nothing to cancel) can be gone.
+func weakCancel<T>(_ promise: CancellablePromise<T>) -> () -> Void {
+    { [weak promise] in promise?.cancel() }
 }

@@ -10,7 +10,7 @@ import PromiseCore
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
-    let cancels = promises.map { promise in { promise.cancel() } }
+    let cancels = promises.map(weakCancel)
     return when(fulfilled: promises.map { $0.promise }, cancels: cancels, autoCancel: autoCancel)
 }
 
@@ -29,7 +29,7 @@ public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bo
 public func when<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V)> {
-    when(fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()], cancels: [pu.cancel, pv.cancel], autoCancel: autoCancel)
+    when(fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()], cancels: [weakCancel(pu), weakCancel(pv)], autoCancel: autoCancel)
         .map(on: nil) { _ in (pu.value!, pv.value!) }
 }
 
@@ -40,7 +40,7 @@ public func when<U, V, W>(
 ) -> CancellablePromise<(U, V, W)> {
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid()],
-        cancels: [pu.cancel, pv.cancel, pw.cancel], autoCancel: autoCancel
+        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw)], autoCancel: autoCancel
     ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!) }
 }
 
@@ -51,7 +51,7 @@ public func when<U, V, W, X>(
 ) -> CancellablePromise<(U, V, W, X)> {
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid()],
-        cancels: [pu.cancel, pv.cancel, pw.cancel, px.cancel], autoCancel: autoCancel
+        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px)], autoCancel: autoCancel
     ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
 }
 
@@ -64,7 +64,7 @@ public func when<U, V, W, X, Y>(
         fulfilled: [
             pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid(), py.promise.asVoid(),
         ],
-        cancels: [pu.cancel, pv.cancel, pw.cancel, px.cancel, py.cancel], autoCancel: autoCancel
+        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px), weakCancel(py)], autoCancel: autoCancel
     ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
 }
 
@@ -72,7 +72,7 @@ public func when<U, V, W, X, Y>(
 // PromiseCore's `when` of plain thenables (which return non-cancellable promises) when the
 // argument is left out.
 
-/// ``when(fulfilled:autoCancel:)`` without `autoCancel`.
+/// `when(fulfilled:autoCancel:)` without `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
     when(fulfilled: promises, autoCancel: false)
 }
@@ -115,12 +115,12 @@ public func when<U, V, W, X, Y>(
     when(fulfilled: pu, pv, pw, px, py, autoCancel: false)
 }
 
-/// ``when(resolved:autoCancel:)`` without `autoCancel`.
+/// `when(resolved:autoCancel:)` without `autoCancel`.
 public func when<T>(resolved promises: [CancellablePromise<T>]) -> CancellablePromise<[Result<T>]> {
     when(resolved: promises, autoCancel: false)
 }
 
-/// Variadic ``when(resolved:autoCancel:)`` without `autoCancel`.
+/// Variadic `when(resolved:autoCancel:)` without `autoCancel`.
 public func when<T>(resolved promises: CancellablePromise<T>...) -> CancellablePromise<[Result<T>]> {
     when(resolved: promises, autoCancel: false)
 }

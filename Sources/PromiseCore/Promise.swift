@@ -30,6 +30,10 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     private final var lockWord = makeLockWord()
     /// `nil` while pending. Written once, under the lock.
     private final var storedResult: Result<T>?
+    /// `storedResult != nil`, kept as a plain flag: testing it needs no generic metadata, while
+    /// testing `storedResult` looks up `Result<T>?`'s metadata at run time on every call (the
+    /// core's generic code is not specialized in client modules). Written with `storedResult`.
+    private final var isSettled = false
     /// Steps waiting for this promise; moved out when it settles.
     private final var handlers = Handlers()
     /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
@@ -41,6 +45,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Creates a settled promise.
     init(settled result: Result<T>) {
         storedResult = result
+        isSettled = true
     }
 
     /// Creates a promise rejected with `error`.
@@ -118,11 +123,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @inline(__always)
     package final func settle(_ result: Result<T>) -> Unblocked {
         lock()
-        guard storedResult == nil else {
+        guard !isSettled else {
             unlock()
             return .none
         }
         storedResult = result
+        isSettled = true
         let released = handlers
         handlers = Handlers()
         let attached = attachment
@@ -143,7 +149,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @inline(__always)
     package final func attach(_ continuation: any Continuation) -> Bool {
         lock()
-        guard storedResult == nil else {
+        guard !isSettled else {
             unlock()
             return false
         }
@@ -179,7 +185,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @discardableResult
     package final func attachCancellation(_ cancellation: PromiseCancellation) -> Bool {
         lock()
-        guard storedResult == nil else {
+        guard !isSettled else {
             unlock()
             return false
         }
@@ -202,7 +208,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         with new: any PromiseAttachment
     ) -> (attached: Bool, previous: (any PromiseAttachment)?) {
         lock()
-        guard storedResult == nil else {
+        guard !isSettled else {
             unlock()
             return (false, nil)
         }
@@ -215,7 +221,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
     @inline(__always) package final var isPendingLocked: Bool {
         lock()
-        let pending = storedResult == nil
+        let pending = !isSettled
         unlock()
         return pending
     }

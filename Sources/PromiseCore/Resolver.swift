@@ -11,7 +11,9 @@ public final class Resolver<T>: @unchecked Sendable {
     }
 
     deinit {
-        if promise.isPending {
+        // `isPendingLocked` reads a flag; `isPending` would copy the result (generic metadata
+        // lookups on every deallocation).
+        if promise.isPendingLocked {
             conf.logHandler(.pendingPromiseDeallocated)
         }
     }

@@ -1,0 +1,31 @@
+// swift-tools-version:6.1
+// Benchmarks for CancellablePromiseKit: a separate package so library users never resolve
+// ordo-one/benchmark. Run `Benchmarks/run` (or `Benchmarks/run --smoke`) from anywhere.
+import PackageDescription
+
+let package = Package(
+    name: "CancellablePromiseKitBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        .package(name: "CancellablePromiseKit", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "PromiseBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"),
+            ],
+            path: "Benchmarks/PromiseBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // A plain driver of the hot paths, for `valgrind --tool=callgrind` (see Benchmarks/README.md).
+        .executableTarget(
+            name: "PromiseProfile",
+            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit")],
+            path: "Sources/PromiseProfile"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

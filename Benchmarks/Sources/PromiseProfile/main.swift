@@ -1,0 +1,71 @@
+// Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
+//   PromiseProfile <workload> [iterations]
+// Workloads: create_fulfil, done_fulfil, map_chain, when_pending, race_pending,
+// cancel_create_cancel, cancel_chain_tail, race_autocancel.
+
+import CancellablePromiseKit
+
+conf.logHandler = { _ in }
+
+let arguments = CommandLine.arguments
+let workload = arguments.count > 1 ? arguments[1] : "create_fulfil"
+let iterations = arguments.count > 2 ? Int(arguments[2]) ?? 1_000 : 1_000
+var sink = 0
+
+@inline(never) func consume<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+switch workload {
+case "create_fulfil":
+    for i in 0..<iterations {
+        let (promise, resolver) = Promise<Int>.pending()
+        resolver.fulfill(i)
+        consume(promise)
+    }
+case "done_fulfil":
+    for i in 0..<iterations {
+        let (promise, resolver) = Promise<Int>.pending()
+        let done = promise.done(on: nil) { sink &+= $0 }
+        resolver.fulfill(i)
+        consume(done)
+    }
+case "map_chain":
+    let (head, resolver) = Promise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.map(on: nil) { $0 &+ 1 } }
+    resolver.fulfill(0)
+    precondition(tail.value == iterations)
+case "when_pending":
+    let inputs = (0..<iterations).map { _ in Promise<Int>.pending() }
+    let all = when(fulfilled: inputs.map(\.promise))
+    for (i, input) in inputs.enumerated() { input.resolver.fulfill(i) }
+    precondition(all.value?.count == iterations)
+case "race_pending":
+    let inputs = (0..<iterations).map { _ in Promise<Int>.pending() }
+    let winner = race(inputs.map(\.promise))
+    inputs[0].resolver.fulfill(7)
+    precondition(winner.value == 7)
+case "cancel_create_cancel":
+    for _ in 0..<iterations {
+        let (task, resolver) = Promise<Int>.pending()
+        let promise = CancellablePromise(using: task) { resolver.reject(CancellablePromiseError.cancelled) }
+        promise.cancel()
+        precondition(promise.promise.isRejected)
+    }
+case "cancel_chain_tail":
+    let (head, resolver) = CancellablePromise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.map(on: nil) { $0 &+ 1 } }
+    tail.cancel()
+    precondition(head.promise.isRejected && tail.promise.isRejected)
+    consume(resolver)
+case "race_autocancel":
+    let inputs = (0..<iterations).map { _ in CancellablePromise<Int>.pending() }
+    let winner = race(inputs.map(\.promise), autoCancel: true)
+    inputs[0].resolver.fulfill(7)
+    precondition(winner.value == 7)
+default:
+    fatalError("unknown workload \(workload)")
+}
+consume(sink)

@@ -1,0 +1,68 @@
+import Foundation
+
+/// What the command line asked for.
+public enum Command: Equatable, Sendable {
+    /// No subcommand: every scenario, one after the other.
+    case all
+    /// `mirrors`: the simulated race.
+    case mirrors
+    /// `mirrors --url U --url U…`: the race over real URLs.
+    case mirrorURLs([URL])
+    /// `subtasks`.
+    case subtasks
+    /// `adopt`.
+    case adopt
+    /// `help`, `--help`, `-h`.
+    case help
+
+    /// Why the arguments were not understood.
+    public struct UsageError: Error, CustomStringConvertible, Equatable {
+        /// The problem, in one line.
+        public let description: String
+    }
+
+    /// The usage text.
+    public static let usage = """
+        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | help]
+
+          (none)     run the three scenarios below, one after the other (no network)
+          mirrors    race simulated mirrors with autoCancel: the first answer wins, the
+                     others are stopped; with --url, race real URLs instead
+          subtasks   a task built from sub-promises (cancelPromise, when(_:while:)),
+                     cancelled half-way
+          adopt      existing Promise code made cancellable with cancellize() and
+                     asCancellable(), cancelled from another thread
+        """
+
+    /// Parses the arguments that follow the program name.
+    public static func parse(_ arguments: [String]) throws -> Command {
+        guard let first = arguments.first else { return .all }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "help", "--help", "-h":
+            guard rest.isEmpty else { throw UsageError(description: "help takes no arguments") }
+            return .help
+        case "subtasks", "adopt":
+            guard rest.isEmpty else { throw UsageError(description: "\(first) takes no arguments") }
+            return first == "subtasks" ? .subtasks : .adopt
+        case "mirrors":
+            return try parseMirrors(rest)
+        default:
+            throw UsageError(description: "unknown subcommand '\(first)'")
+        }
+    }
+
+    private static func parseMirrors(_ arguments: [String]) throws -> Command {
+        var urls: [URL] = []
+        var remaining = arguments[...]
+        while let option = remaining.popFirst() {
+            guard option == "--url" else { throw UsageError(description: "unknown option '\(option)'") }
+            guard let value = remaining.popFirst() else { throw UsageError(description: "--url needs a value") }
+            guard let url = URL(string: value), let scheme = url.scheme?.lowercased(),
+                scheme == "http" || scheme == "https", url.host != nil
+            else { throw UsageError(description: "not an http(s) URL: '\(value)'") }
+            urls.append(url)
+        }
+        return urls.isEmpty ? .mirrors : .mirrorURLs(urls)
+    }
+}

@@ -1,0 +1,71 @@
+import CancellablePromiseKit
+import Foundation
+
+/// A runnable scenario of the example: a title, a few lines of introduction, and the code.
+public struct Scenario: Sendable {
+    /// The subcommand that runs it.
+    public let name: String
+    /// The heading printed above it.
+    public let title: String
+    /// What it shows, printed under the heading.
+    public let introduction: String
+    /// Starts the scenario, logging to the timeline; the guarantee resolves when it is over.
+    public let run: @Sendable (Timeline) -> Guarantee<Void>
+
+    /// The autoCancel race of simulated mirrors.
+    public static let mirrors = Scenario(
+        name: "mirrors", title: "race(fulfilled:autoCancel: true) of four simulated mirrors",
+        introduction: MirrorsScenario.introduction, run: { MirrorsScenario.run(timeline: $0) })
+
+    /// The task built from sub-promises, cancelled half-way.
+    public static let subtasks = Scenario(
+        name: "subtasks", title: "a task built from sub-promises, cancelled half-way",
+        introduction: SubtasksScenario.introduction, run: { SubtasksScenario.run(timeline: $0) })
+
+    /// Existing `Promise` code adopted with `cancellize()` / `asCancellable()`.
+    public static let adopt = Scenario(
+        name: "adopt", title: "existing Promise code, cancelled from another thread",
+        introduction: AdoptScenario.introduction, run: { AdoptScenario.run(timeline: $0) })
+
+    /// The race over real URLs.
+    public static func mirrors(urls: [URL]) -> Scenario {
+        Scenario(
+            name: "mirrors",
+            title: "race(fulfilled:autoCancel: true) of \(urls.count) URL\(urls.count == 1 ? "" : "s")",
+            introduction: URLMirrorsScenario.introduction, run: { URLMirrorsScenario.run(urls: urls, timeline: $0) })
+    }
+
+    /// The scenarios a command runs (none for `help`).
+    public static func scenarios(for command: Command) -> [Scenario] {
+        switch command {
+        case .all: return [.mirrors, .subtasks, .adopt]
+        case .mirrors: return [.mirrors]
+        case .mirrorURLs(let urls): return [.mirrors(urls: urls)]
+        case .subtasks: return [.subtasks]
+        case .adopt: return [.adopt]
+        case .help: return []
+        }
+    }
+}
+
+/// Runs scenarios one after the other and prints them.
+public enum ExampleRunner {
+    /// Runs `scenarios` in order, writing every line through `output`; the guarantee resolves
+    /// when the last one is over. Times are milliseconds since the start of each scenario.
+    public static func run(_ scenarios: [Scenario], output: @escaping @Sendable (String) -> Void) -> Guarantee<Void> {
+        var sequence = Guarantee<Void>()
+        for scenario in scenarios {
+            sequence = sequence.then(on: nil) { () -> Guarantee<Void> in
+                output("== \(scenario.name): \(scenario.title)")
+                output("")
+                for line in scenario.introduction.split(separator: "\n", omittingEmptySubsequences: false) {
+                    output("   \(line)")
+                }
+                output("")
+                let timeline = Timeline { output("  \($0)") }
+                return scenario.run(timeline).map(on: nil) { output("") }
+            }
+        }
+        return sequence
+    }
+}

@@ -1,3 +1,0 @@
-import CancellablePromiseKit
-
-print("CancellablePromiseKit example")

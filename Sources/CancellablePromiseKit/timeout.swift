@@ -1,0 +1,157 @@
+import Dispatch
+import Foundation
+import PromiseCore
+
+// `timeout(seconds:)`: a deadline for a promise. A timeout is a failure, not a cancellation:
+// its error says `isCancelled == false`, so the default `catch` policy handles it (PromiseKit 7
+// counted its `timedOut` as a cancellation, and a default `catch` silently skipped timeouts).
+
+/// The error a promise is rejected with when its `timeout(seconds:)` expires first.
+///
+/// It is **not** a cancellation: `error.isCancelled` is `false`, so a `catch` with the default
+/// policy receives it and `recover` recovers from it.
+///
+/// ```swift
+/// fetchUser().timeout(seconds: 5).catch { error in
+///     if let timeout = error as? PromiseTimeoutError {
+///         print("no answer after \(timeout.seconds) s")
+///     }
+/// }
+/// ```
+public struct PromiseTimeoutError: Error, CancellableError, Sendable, Equatable, Hashable {
+    /// How long the promise was given, in seconds (the `seconds:` argument of `timeout`).
+    public let seconds: TimeInterval
+
+    /// Creates the error for a timeout of `seconds`.
+    public init(seconds: TimeInterval) {
+        self.seconds = seconds
+    }
+
+    /// Always `false`: a timeout is a failure that a default `catch` must see.
+    public var isCancelled: Bool { false }
+}
+
+extension PromiseTimeoutError: CustomStringConvertible, LocalizedError {
+    /// "The promise timed out after 2.5 seconds".
+    public var description: String {
+        "The promise timed out after \(seconds) second\(seconds == 1 ? "" : "s")"
+    }
+
+    /// The same as `description`.
+    public var errorDescription: String? { description }
+}
+
+// MARK: - Operators
+
+extension Thenable {
+    /// Returns a promise that settles as this one does, or is rejected with
+    /// ``PromiseTimeoutError`` if this one has not settled after `seconds`.
+    ///
+    /// The returned promise settles on the thread that settles this one, or on a global queue
+    /// when the deadline passes; handlers added to it run where their `on:` says. The timer is
+    /// stopped and released as soon as this promise settles.
+    ///
+    /// A plain promise cannot be cancelled, so the work behind it goes on after a timeout. To
+    /// stop it, make the chain cancellable first: `promise.cancellize().timeout(seconds: 5)`
+    /// (see `CancellablePromise.timeout(seconds:)`). If this promise's producer attached its
+    /// task (`after`, PromiseFoundation's URLSession/Process/NotificationCenter promises),
+    /// `cancellize()` on the returned promise still cancels that task.
+    ///
+    /// ```swift
+    /// URLSession.shared.dataTask(.promise, with: url).timeout(seconds: 10).done { data, _ in
+    ///     // …
+    /// }.catch { error in
+    ///     // PromiseTimeoutError after 10 seconds; `error.isCancelled` is false
+    /// }
+    /// ```
+    public func timeout(seconds: TimeInterval) -> Promise<T> {
+        let source = asPromise()
+        let output = Promise<T>.makePending()
+        let timer = TimeoutTimer(seconds: seconds) {
+            output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
+        }
+        if let task = source.attachedCancellation {
+            output.attachCancellation(PromiseCancellation { task.cancel() })
+        }
+        source.pipe { result in
+            timer.cancel()
+            output.resolve(result)
+        }
+        return output
+    }
+}
+
+extension CancellablePromise {
+    /// Returns a promise of this chain that settles as this one does; if this one has not
+    /// settled after `seconds`, the whole chain is cancelled with ``PromiseTimeoutError`` (as
+    /// `cancel(with:)` does): the task behind this promise is cancelled and every pending promise
+    /// of the chain, the returned one included, is rejected with the timeout error.
+    ///
+    /// The timeout error is not a cancellation error (`error.isCancelled` is `false`), so a
+    /// `catch` with the default policy receives it; the chain's own `isCancelled` does become
+    /// `true`, because its cancellation was requested. The timer fires on a global queue and
+    /// the cancellation runs there; handlers run where their `on:` says. The timer is stopped
+    /// and released as soon as this promise settles (or the chain is cancelled otherwise).
+    ///
+    /// ```swift
+    /// URLSession.shared.dataTask(.promise, with: url)
+    ///     .cancellize()
+    ///     .timeout(seconds: 10)      // after 10 s the request itself is cancelled
+    ///     .done { data, _ in /* … */ }
+    ///     .catch { error in /* PromiseTimeoutError */ }
+    /// ```
+    public func timeout(seconds: TimeInterval) -> CancellablePromise<T> {
+        let context = cancelContext
+        let timer = TimeoutTimer(seconds: seconds) {
+            context.cancel(with: PromiseTimeoutError(seconds: seconds))
+        }
+        let output = Promise<T>.makePending()
+        promise.pipe { result in
+            timer.cancel()
+            output.resolve(result)
+        }
+        return chained(output)
+    }
+}
+
+// MARK: - Timer
+
+/// A one-shot timer on a global queue. It keeps itself alive until it fires or is cancelled,
+/// and releases `fire` (and what it captures) in either case.
+private final class TimeoutTimer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var source: DispatchSourceTimer?
+
+    init(seconds: TimeInterval, fire: @escaping @Sendable () -> Void) {
+        let source = DispatchSource.makeTimerSource(queue: .global())
+        self.source = source
+        // The handler holds the timer (a cycle through the source) until `take()` breaks it.
+        source.setEventHandler { [self] in
+            guard let source = take() else { return }
+            source.cancel()
+            fire()
+        }
+        source.schedule(deadline: Self.deadline(after: seconds))
+        source.activate()
+    }
+
+    /// Stops the timer if it has not fired; releases its handler.
+    func cancel() {
+        take()?.cancel()
+    }
+
+    private func take() -> DispatchSourceTimer? {
+        lock.lock()
+        defer { lock.unlock() }
+        let taken = source
+        source = nil
+        return taken
+    }
+
+    private static func deadline(after seconds: TimeInterval) -> DispatchTime {
+        guard !seconds.isNaN else { return .now() }
+        // About 31 years: beyond it, DispatchTime's nanosecond arithmetic would overflow.
+        guard seconds < 1e9 else { return .distantFuture }
+        return .now() + max(0, seconds)
+    }
+}

@@ -1,0 +1,69 @@
+import CancellablePromiseKit
+import Foundation
+import PromiseCore
+
+extension NotificationCenter {
+    /// Returns a guarantee of the next notification named `name` (from `object`, if given),
+    /// as PromiseKit's `observe(once:object:)`.
+    ///
+    /// The observer is added at once and removed as soon as the first matching notification
+    /// arrives. The guarantee resolves synchronously on the thread that posts the notification;
+    /// handlers run where their `on:` says.
+    ///
+    /// Cancelling: the observation is attached to the guarantee, so
+    /// `observe(once: name).cancellize()` gives a `CancellablePromise` whose `cancel()` removes
+    /// the observer (later notifications are not delivered, and the center releases the
+    /// observation) and rejects the cancellable promise with `CancellablePromiseError.cancelled`.
+    /// A `Guarantee` cannot reject, so the guarantee itself then stays pending forever.
+    ///
+    /// ```swift
+    /// let wait = NotificationCenter.default.observe(once: .configurationDidChange).cancellize()
+    /// wait.done { note in reload(note.object) }.cauterize()
+    /// // …
+    /// wait.cancel()   // the observer is removed
+    /// ```
+    public func observe(once name: Notification.Name, object: Any? = nil) -> Guarantee<Notification> {
+        let promise = Promise<Notification>.makePending()
+        let observation = OnceObservation(center: self)
+        let token = addObserver(forName: name, object: object, queue: nil) { notification in
+            promise.resolve(.fulfilled(notification))
+            observation.remove()
+        }
+        observation.setToken(token)
+        promise.attachCancellation(PromiseCancellation { observation.remove() })
+        return Guarantee(promise: promise)
+    }
+}
+
+/// One observer registration that is removed once: after the first notification or on cancel,
+/// whichever comes first, even when that happens before `addObserver` has returned its token.
+private final class OnceObservation: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var center: NotificationCenter?
+    private var token: NSObjectProtocol?
+    private var removed = false
+
+    init(center: NotificationCenter) {
+        self.center = center
+    }
+
+    func setToken(_ token: NSObjectProtocol) {
+        lock.lock()
+        if removed {
+            lock.unlock()
+            center?.removeObserver(token)
+            return
+        }
+        self.token = token
+        lock.unlock()
+    }
+
+    func remove() {
+        lock.lock()
+        removed = true
+        let token = self.token
+        self.token = nil
+        lock.unlock()
+        if let token { center?.removeObserver(token) }
+    }
+}

@@ -1,0 +1,300 @@
+import CancellablePromiseKit
+import Foundation
+import PromiseCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Child processes as promises. Each promise has its process attached (a package-level hook of
+// PromiseCore), so `cancellize()` then `cancel()` terminates the process. Foundation's `Process`
+// reaps its children itself, so a terminated child does not stay behind as a zombie.
+
+/// What a process run with `run(.promise)` did: how it ended and everything it wrote.
+public struct ProcessOutput: Sendable, Equatable {
+    /// The exit status (`reason == .exit`) or the number of the signal that ended it.
+    public let terminationStatus: Int32
+    /// Whether the process exited or was ended by a signal.
+    public let terminationReason: Process.TerminationReason
+    /// Everything the process wrote to its standard output.
+    public let standardOutput: Data
+    /// Everything the process wrote to its standard error.
+    public let standardError: Data
+
+    /// Creates an output (the promise builds it; public for tests and mocks).
+    public init(
+        terminationStatus: Int32,
+        terminationReason: Process.TerminationReason,
+        standardOutput: Data,
+        standardError: Data
+    ) {
+        self.terminationStatus = terminationStatus
+        self.terminationReason = terminationReason
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+    }
+
+    /// The standard output as UTF-8 text (invalid bytes replaced).
+    public var outputString: String { String(decoding: standardOutput, as: UTF8.self) }
+
+    /// The standard error as UTF-8 text (invalid bytes replaced).
+    public var errorString: String { String(decoding: standardError, as: UTF8.self) }
+
+    /// `true` when the process exited with status 0.
+    public var succeeded: Bool { terminationReason == .exit && terminationStatus == 0 }
+}
+
+extension Process {
+    /// PromiseKit's error for a process that did not succeed.
+    public enum PMKError: Error, @unchecked Sendable {
+        /// The process exited with a non-zero status or was ended by a signal; its output, if it
+        /// could be read, is attached.
+        case execution(process: Process, standardOutput: String?, standardError: String?)
+        /// The executable could not be run; the associated value is its path.
+        case notExecutable(String?)
+    }
+
+    /// Launches the process and returns a promise of everything it wrote and how it ended.
+    ///
+    /// Standard output and standard error are replaced by pipes that are read while the process
+    /// runs (so it never blocks on a full pipe), and the promise is fulfilled once the process
+    /// has exited and both pipes are closed, whatever the exit status: look at
+    /// ``ProcessOutput/terminationStatus`` or ``ProcessOutput/succeeded``, or chain
+    /// `validate()` to reject unsuccessful runs. If the process cannot be launched the promise
+    /// is rejected with the launch error. The promise settles on a background queue; handlers
+    /// run where their `on:` says. An existing `terminationHandler` is still called.
+    ///
+    /// Cancelling: the process is attached to the promise, so `run(.promise).cancellize()`
+    /// gives a `CancellablePromise` whose `cancel()` sends the process `SIGTERM` (and `SIGKILL`
+    /// if it is still running `killAfter` seconds later) and rejects at once with
+    /// `CancellablePromiseError.cancelled`. Foundation reaps the terminated process. Only the
+    /// process itself is signalled: children it started itself keep running.
+    ///
+    /// ```swift
+    /// let process = Process()
+    /// process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    /// process.arguments = ["-c", "echo hello"]
+    /// process.run(.promise).done { output in
+    ///     print(output.terminationStatus, output.outputString)   // 0 "hello\n"
+    /// }
+    /// ```
+    public func run(_: PMKNamespacer, killAfter: TimeInterval = 5) -> Promise<ProcessOutput> {
+        let promise = Promise<ProcessOutput>.makePending()
+        let outPipe = Pipe(), errPipe = Pipe()
+        standardOutput = outPipe
+        standardError = errPipe
+        let captured = CapturedOutput()
+        let finished = DispatchGroup()
+        finished.enter()  // termination
+        let previousHandler = terminationHandler
+        terminationHandler = { process in
+            previousHandler?(process)
+            finished.leave()
+        }
+        do {
+            try run()
+        } catch {
+            terminationHandler = previousHandler
+            finished.leave()  // a group must not be released while entered
+            return Promise(error: error)
+        }
+        for (pipe, isOutput) in [(outPipe, true), (errPipe, false)] {
+            finished.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                captured.store(data, isOutput: isOutput)
+                finished.leave()
+            }
+        }
+        let process = UncheckedSendable(self)
+        finished.notify(queue: .global()) {
+            let (out, err) = captured.values
+            promise.resolve(
+                .fulfilled(
+                    ProcessOutput(
+                        terminationStatus: process.value.terminationStatus,
+                        terminationReason: process.value.terminationReason,
+                        standardOutput: out,
+                        standardError: err)))
+        }
+        attachTermination(to: promise, killAfter: killAfter)
+        return promise
+    }
+
+    /// Launches the process and returns a promise of its standard output and standard error
+    /// pipes, fulfilled once it has exited with status 0 (PromiseKit's `launch(.promise)`).
+    ///
+    /// Otherwise the promise is rejected with `Process.PMKError.execution`, carrying what the
+    /// process wrote. The pipes are read only after the process has exited, so a process that
+    /// writes more than a pipe holds (64 KiB on Linux) blocks until then: use
+    /// ``run(_:killAfter:)``, which captures the output while the process runs. The promise
+    /// settles on a background queue (Foundation's termination handler); handlers run where
+    /// their `on:` says. An existing `terminationHandler` is still called.
+    ///
+    /// Cancelling, as for ``run(_:killAfter:)``: `launch(.promise).cancellize()` then `cancel()`
+    /// terminates the process (`SIGTERM`, then `SIGKILL` after `killAfter` seconds) and rejects
+    /// at once with `CancellablePromiseError.cancelled`.
+    public func launch(_: PMKNamespacer, killAfter: TimeInterval = 5) -> Promise<(out: Pipe, err: Pipe)> {
+        let promise = Promise<(out: Pipe, err: Pipe)>.makePending()
+        let outPipe = Pipe(), errPipe = Pipe()
+        standardOutput = outPipe
+        standardError = errPipe
+        let previousHandler = terminationHandler
+        terminationHandler = { process in
+            previousHandler?(process)
+            guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+                let out = outPipe.fileHandleForReading.readDataToEndOfFile()
+                let err = errPipe.fileHandleForReading.readDataToEndOfFile()
+                promise.resolve(
+                    .rejected(
+                        PMKError.execution(
+                            process: process,
+                            standardOutput: String(data: out, encoding: .utf8),
+                            standardError: String(data: err, encoding: .utf8))))
+                return
+            }
+            promise.resolve(.fulfilled((outPipe, errPipe)))
+        }
+        do {
+            try run()
+        } catch {
+            terminationHandler = previousHandler
+            return Promise(error: error)
+        }
+        attachTermination(to: promise, killAfter: killAfter)
+        return promise
+    }
+
+    /// Attaches this (running) process to `promise`: cancelling terminates it.
+    private func attachTermination<T>(to promise: Promise<T>, killAfter: TimeInterval) {
+        let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter)
+        promise.attachCancellation(PromiseCancellation { box.terminate() })
+    }
+}
+
+extension Process.PMKError: CustomStringConvertible, LocalizedError {
+    /// Says how the process ended and what it wrote to standard error.
+    public var description: String {
+        switch self {
+        case .execution(let process, _, let standardError):
+            let name = process.executableURL?.lastPathComponent ?? "process"
+            let how =
+                process.terminationReason == .exit
+                ? "exited with status \(process.terminationStatus)"
+                : "was ended by signal \(process.terminationStatus)"
+            let detail = standardError.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
+            return "\(name) \(how)\(detail)"
+        case .notExecutable(let path):
+            return "Not executable: \(path ?? "(no path)")"
+        }
+    }
+
+    /// The same as `description`.
+    public var errorDescription: String? { description }
+}
+
+/// The error `validate()` rejects a process's output with when it did not exit with status 0.
+public struct ProcessExitError: Error, Sendable, Equatable {
+    /// What the process did, its output included.
+    public let output: ProcessOutput
+}
+
+extension ProcessExitError: CustomStringConvertible, LocalizedError {
+    /// "exited with status 3: <standard error>" or "was ended by signal 15".
+    public var description: String {
+        let how =
+            output.terminationReason == .exit
+            ? "The process exited with status \(output.terminationStatus)"
+            : "The process was ended by signal \(output.terminationStatus)"
+        let err = output.errorString
+        return err.isEmpty ? how : "\(how): \(err)"
+    }
+
+    /// The same as `description`.
+    public var errorDescription: String? { description }
+}
+
+extension Promise where T == ProcessOutput {
+    /// Rejects with ``ProcessExitError`` unless the process exited with status 0; otherwise
+    /// passes the output on. Runs synchronously on the thread that settles this promise; the
+    /// process stays attached, so `cancellize()` on the result still terminates it.
+    public func validate() -> Promise<ProcessOutput> {
+        let validated = map(on: nil) { output -> ProcessOutput in
+            guard output.succeeded else { throw ProcessExitError(output: output) }
+            return output
+        }
+        if let task = attachedCancellation {
+            validated.attachCancellation(PromiseCancellation { task.cancel() })
+        }
+        return validated
+    }
+}
+
+extension CancellablePromise where T == ProcessOutput {
+    /// Rejects with ``ProcessExitError`` unless the process exited with status 0. Same
+    /// cancellable chain; runs synchronously on the settling thread, not once cancelled.
+    public func validate() -> CancellablePromise<ProcessOutput> {
+        map(on: nil) { output -> ProcessOutput in
+            guard output.succeeded else { throw ProcessExitError(output: output) }
+            return output
+        }
+    }
+}
+
+// MARK: - Internals
+
+/// The output read from the two pipes, from two reading threads.
+private final class CapturedOutput: @unchecked Sendable {
+    private let lock = NSLock()
+    private var output = Data()
+    private var error = Data()
+
+    func store(_ data: Data, isOutput: Bool) {
+        lock.lock()
+        if isOutput { output = data } else { error = data }
+        lock.unlock()
+    }
+
+    var values: (Data, Data) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (output, error)
+    }
+}
+
+/// Terminates a process for a cancelled promise. Holds the promise weakly (the promise holds
+/// this through its attachment) and the process strongly until the promise settles.
+private final class ProcessTerminator<T>: @unchecked Sendable {
+    private let process: Process
+    private weak var promise: Promise<T>?
+    private let killAfter: TimeInterval
+
+    init(process: Process, promise: Promise<T>, killAfter: TimeInterval) {
+        self.process = process
+        self.promise = promise
+        self.killAfter = killAfter
+    }
+
+    func terminate() {
+        promise?.resolve(.rejected(CancellablePromiseError.cancelled))
+        guard process.isRunning else { return }
+        process.terminate()
+        let weakProcess = WeakProcess(process)
+        let delay = killAfter.isFinite ? max(0, min(killAfter, 1e6)) : 1e6
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+            // Still running (SIGTERM ignored or handled slowly): kill it. `isRunning` is only
+            // true before Foundation reaped the process, so the pid cannot have been reused.
+            guard let process = weakProcess.process, process.isRunning else { return }
+            kill(process.processIdentifier, SIGKILL)
+        }
+    }
+}
+
+private final class WeakProcess: @unchecked Sendable {
+    weak var process: Process?
+    init(_ process: Process) { self.process = process }
+}

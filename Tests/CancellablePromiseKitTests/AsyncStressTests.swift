@@ -1,0 +1,164 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+private enum StressOutcome: Sendable { case value, cancelled, other }
+
+private func stressOutcome<T>(_ result: Swift.Result<T, Error>) -> StressOutcome {
+    switch result {
+    case .success: return .value
+    case .failure(let error as CancellablePromiseError) where error == .cancelled: return .cancelled
+    case .failure(is CancellationError): return .cancelled
+    case .failure: return .other
+    }
+}
+
+/// Cancels many tasks at random points. A leaked continuation would hang a task (the test then
+/// fails on its deadline); one resumed twice would crash. Run under ThreadSanitizer too.
+final class AsyncStressTests: XCTestCase {
+    /// Awaits `tasks`, failing if they do not all finish within `timeout` seconds.
+    private func awaitAll(_ tasks: [Task<StressOutcome, Never>], timeout: TimeInterval = 120) async -> [StressOutcome] {
+        let finished = TokenCounter()
+        let watchdog = Task {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            while finished.value < tasks.count && Date() < deadline {
+                try? await Task.sleep(nanoseconds: 10_000_000)
+            }
+            return finished.value
+        }
+        var outcomes: [StressOutcome] = []
+        for task in tasks {
+            outcomes.append(await task.value)
+            finished.increment()
+        }
+        let seen = await watchdog.value
+        XCTAssertEqual(seen, tasks.count)
+        let values = outcomes.filter { $0 == .value }.count
+        let cancelled = outcomes.filter { $0 == .cancelled }.count
+        print("\(name): \(values) fulfilled, \(cancelled) cancelled of \(tasks.count)")
+        return outcomes
+    }
+
+    func testCancellingAwaitingTasksAtRandomPoints() async {
+        let count = 2_000
+        var tasks: [Task<StressOutcome, Never>] = []
+        var promises: [CancellablePromise<Int>] = []
+        let cancelClosureCalls = (0..<count).map { _ in TokenCounter() }
+        for index in 0..<count {
+            let resolverBox = TokenLog<Resolver<Int>>()
+            let promise = CancellablePromise<Int> { resolver in
+                resolverBox.append(resolver)
+                return { cancelClosureCalls[index].increment() }
+            }
+            promises.append(promise)
+            let mode = Int.random(in: 0..<6)
+            let delay = UInt64.random(in: 0..<200_000)
+            let task = Task { () -> StressOutcome in
+                if mode == 0 { withUnsafeCurrentTask { $0?.cancel() } }  // before async()
+                let result: Swift.Result<Int, Error>
+                do {
+                    result = .success(try await promise.map(on: nil) { $0 }.async())
+                } catch {
+                    result = .failure(error)
+                }
+                return stressOutcome(result)
+            }
+            tasks.append(task)
+            let resolver = resolverBox.all[0]
+            DispatchQueue.global().async {
+                if delay > 100_000 { usleep(UInt32(delay / 1_000)) }
+                switch mode {
+                case 1: task.cancel()  // racing the await
+                case 2: resolver.fulfill(index)  // racing the await
+                case 3:  // fulfil and cancel race each other
+                    DispatchQueue.global().async { task.cancel() }
+                    resolver.fulfill(index)
+                case 4: promise.cancel()  // the promise itself
+                default:
+                    task.cancel()
+                    resolver.fulfill(index)
+                }
+            }
+        }
+        let outcomes = await awaitAll(tasks)
+        XCTAssertEqual(outcomes.count, count)
+        XCTAssertFalse(outcomes.contains(.other))
+        for index in 0..<count {
+            XCTAssertNotNil(promises[index].result, "promise \(index) still pending")
+            XCTAssertLessThanOrEqual(cancelClosureCalls[index].value, 1)
+            if outcomes[index] == .cancelled {
+                XCTAssertEqual(promises[index].error as? CancellablePromiseError, .cancelled)
+            }
+        }
+    }
+
+    func testCancellingAsyncBodyPromisesAndTheirAwaitersAtRandomPoints() async {
+        let count = 1_000
+        var tasks: [Task<StressOutcome, Never>] = []
+        for index in 0..<count {
+            let promise = CancellablePromise<Int> {
+                try await Task.sleep(nanoseconds: UInt64.random(in: 0..<2_000_000))
+                return index
+            }
+            let mode = Int.random(in: 0..<4)
+            let task = Task { () -> StressOutcome in
+                do {
+                    _ = try await promise.async()
+                    return .value
+                } catch {
+                    return stressOutcome(.failure(error) as Swift.Result<Int, Error>)
+                }
+            }
+            tasks.append(task)
+            DispatchQueue.global().async {
+                switch mode {
+                case 0: promise.cancel()
+                case 1: task.cancel()
+                case 2:
+                    usleep(UInt32.random(in: 0..<1_000))
+                    promise.cancel()
+                default: break
+                }
+            }
+        }
+        let outcomes = await awaitAll(tasks)
+        XCTAssertFalse(outcomes.contains(.other))
+    }
+
+    func testTaskToTokenToPromiseAtRandomPoints() async {
+        let count = 1_000
+        var tasks: [Task<StressOutcome, Never>] = []
+        for index in 0..<count {
+            let item = TokenLog<DispatchWorkItem>()
+            let task = Task { () -> StressOutcome in
+                do {
+                    let value = try await withCancellationToken { token in
+                        try await Promise<Int>(cancellationToken: token) { resolver in
+                            let work = DispatchWorkItem { resolver.fulfill(index) }
+                            item.append(work)
+                            DispatchQueue.global().asyncAfter(
+                                deadline: .now() + .microseconds(Int.random(in: 0..<500)), execute: work)
+                            return {
+                                work.cancel()
+                                resolver.reject(CancellablePromiseError.cancelled)
+                            }
+                        }.cancellize().async()
+                    }
+                    XCTAssertEqual(value, index)
+                    return .value
+                } catch {
+                    return stressOutcome(.failure(error) as Swift.Result<Int, Error>)
+                }
+            }
+            tasks.append(task)
+            if Bool.random() {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0..<3_000))) {
+                    task.cancel()
+                }
+            }
+        }
+        let outcomes = await awaitAll(tasks)
+        XCTAssertFalse(outcomes.contains(.other))
+    }
+}

@@ -1,0 +1,131 @@
+import CancellablePromiseKit
+import Foundation
+import XCTest
+
+// No leaks: once a chain settles or is cancelled, its tasks, cancel closures and promises are
+// freed (observed with weak references and deinit counters).
+
+final class CancellationLeakTests: XCTestCase {
+    func testSettledChainFreesTaskClosuresAndPromises() {
+        let deinits = Counter()
+        weak var weakHead: CancellablePromise<Int>?
+        weak var weakTail: CancellablePromise<Int>?
+        var resolverRef: Resolver<Int>?
+        var context: CancelContext?
+        do {
+            let task = DeinitProbe { deinits.increment() }
+            let head = CancellablePromise<Int> { resolver in
+                resolverRef = resolver
+                return { _ = task }
+            }
+            let tail = head.map(on: nil) { $0 + 1 }.done(on: nil) { _ in }.map(on: nil) { 2 }
+            weakHead = head
+            weakTail = tail
+            context = tail.cancelContext
+        }
+        XCTAssertNotNil(weakHead, "a pending chain is held by its context")
+        resolverRef?.fulfill(1)
+        resolverRef = nil
+        XCTAssertEqual(deinits.value, 1, "the task (cancel closure) is released on settling")
+        XCTAssertNil(weakHead)
+        XCTAssertNil(weakTail)
+        XCTAssertFalse(context!.isCancelled)
+    }
+
+    func testCancelledChainFreesTaskClosuresAndPromises() {
+        let deinits = Counter()
+        weak var weakHead: CancellablePromise<Int>?
+        weak var weakTail: CancellablePromise<Int>?
+        var context: CancelContext?
+        do {
+            let task = DeinitProbe { deinits.increment() }
+            let head = CancellablePromise<Int> { _ in { _ = task } }
+            let tail = head.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }.map(on: nil) { $0 }
+            weakHead = head
+            weakTail = tail
+            context = head.cancelContext
+        }
+        XCTAssertNotNil(weakTail)
+        context?.cancel()
+        XCTAssertEqual(deinits.value, 1)
+        XCTAssertNil(weakHead)
+        XCTAssertNil(weakTail)
+    }
+
+    func testHoldingOnlyTheContextLetsSettledPromisesBeFreed() {
+        weak var weakPromise: CancellablePromise<Void>?
+        let context: CancelContext
+        let task = FakeTask<Int>()
+        do {
+            let finalizer = task.promise.cancellize().done(on: nil) { _ in }.catch(on: nil) { _ in }
+            context = finalizer.cancelContext
+            weakPromise = task.promise.cancellize(cancelContext: context).asVoid()
+        }
+        task.succeed(1)
+        XCTAssertNil(weakPromise)
+        context.cancel()  // nothing left to cancel
+        XCTAssertFalse(task.isCancelled)
+    }
+
+    func testCancelledCancellizedTaskIsReleased() {
+        weak var weakTask: FakeTask<Int>?
+        var wrapper: CancellablePromise<Int>?
+        do {
+            let task = FakeTask<Int>()
+            weakTask = task
+            wrapper = task.promise.cancellize()
+        }
+        wrapper?.cancel()
+        XCTAssertNil(weakTask)
+        XCTAssertTrue(wrapper?.isRejected ?? false)
+    }
+
+    func testCancelPromiseOfWrapperIsNotLeakedPending() {
+        weak var weakCancelPromise: Promise<Void>?
+        var wrapper: CancellablePromise<Int>?
+        let (inner, resolver) = Promise<Int>.pending()
+        do {
+            wrapper = CancellablePromise<Int> { cancelPromise in
+                weakCancelPromise = cancelPromise
+                return inner
+            }
+        }
+        resolver.fulfill(1)
+        XCTAssertEqual(wrapper?.value, 1)
+        wrapper = nil
+        XCTAssertNil(weakCancelPromise)
+    }
+
+    func testAutoCancelRaceReleasesLosersAndInputsAfterSettling() {
+        weak var weakLoser: CancellablePromise<Int>?
+        let winner = CancellablePromise<Int>.pending()
+        var result: CancellablePromise<Int>?
+        do {
+            let loser = CancellablePromise<Int>.pending()
+            weakLoser = loser.promise
+            result = race([winner.promise, loser.promise], autoCancel: true)
+        }
+        winner.resolver.fulfill(1)
+        XCTAssertEqual(result?.value, 1)
+        XCTAssertNil(weakLoser)
+    }
+
+    func testJoinedChainsAreFreedAfterCancel() {
+        weak var weakInner: CancellablePromise<Int>?
+        weak var weakOuter: CancellablePromise<Int>?
+        var context: CancelContext?
+        do {
+            let (outer, resolver) = CancellablePromise<Int>.pending()
+            let inner = CancellablePromise<Int>.pending().promise
+            weakInner = inner
+            let tail = outer.then(on: nil) { _ in inner }
+            weakOuter = tail
+            resolver.fulfill(1)
+            context = tail.cancelContext
+        }
+        XCTAssertNotNil(weakInner)
+        context?.cancel()
+        XCTAssertNil(weakInner)
+        XCTAssertNil(weakOuter)
+    }
+}

@@ -1,0 +1,526 @@
+import CancellablePromiseKit
+import Foundation
+import XCTest
+
+// PromiseKit 7's "Cancellability Goals" (seeds 000 and 002) and the settled details of
+// DESIGN.md: observers vs steps, isCancelled, asPromise, re-entrant cancel, bad input.
+
+struct CustomCancel: Error, Equatable {}
+
+final class CancellationSemanticsTests: XCTestCase {
+    // MARK: Goal: never call subsequent blocks after cancel
+
+    func testGoalNoStepBodyRunsAfterCancelOnAnyQueue() {
+        for queue in [nil, DispatchQueue.global(), DispatchQueue.main] as [DispatchQueue?] {
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            var ran: [String] = []
+            let lock = NSLock()
+            func note(_ s: String) { lock.withLock { ran.append(s) } }
+            let tail = head.then(on: queue) { v -> CancellablePromise<Int> in note("then"); return .value(v) }
+                .map(on: queue) { v -> Int in note("map"); return v }
+                .compactMap(on: queue) { v -> Int? in note("compactMap"); return v }
+                .get(on: queue) { _ in note("get") }
+                .recover(on: queue, policy: .allErrors) { _ -> CancellablePromise<Int> in note("recover"); return .value(0) }
+                .done(on: queue) { _ in note("done") }
+            let ensured = expectation(description: "ensure")
+            tail.ensure(on: queue) { ensured.fulfill() }.cauterize()
+            tail.cancel()
+            resolver.fulfill(1)
+            wait(for: [ensured], timeout: 10)
+            drainMainQueue()
+            XCTAssertEqual(lock.withLock { ran }, [], "queue \(String(describing: queue))")
+            XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
+        }
+    }
+
+    func testStepAddedToAnAlreadyCancelledChainDoesNotRun() {
+        let settled = CancellablePromise.value(1)
+        settled.cancel()
+        var ran = false
+        let step = settled.map(on: nil) { v -> Int in
+            ran = true
+            return v
+        }
+        XCTAssertFalse(ran)
+        XCTAssertEqual(step.error as? CancellablePromiseError, .cancelled)
+        var recovered = false
+        let (pending, _) = CancellablePromise<Int>.pending()
+        pending.cancel()
+        let recover = pending.recover(on: nil, policy: .allErrors) { _ -> Promise<Int> in
+            recovered = true
+            return .value(0)
+        }
+        XCTAssertFalse(recovered)
+        XCTAssertTrue(recover.isRejected)
+    }
+
+    func testRunningBodyCompletesButItsResultIsDiscarded() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        var bodyFinished = false
+        var tail: CancellablePromise<Int>!
+        tail = head.map(on: nil) { v -> Int in
+            tail.cancel()  // cancelled while the body runs (as from another thread)
+            bodyFinished = true
+            return v + 1
+        }
+        resolver.fulfill(1)
+        XCTAssertTrue(bodyFinished)
+        XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
+    }
+
+    // MARK: Goal: thread-safe cancel from any thread
+
+    func testGoalCancelFromAnotherThreadRejectsBeforeReturning() {
+        let task = FakeTask<Int>()
+        let chain = UncheckedBox(task.promise.cancellize().map(on: nil) { $0 })
+        runWithoutDeadlock {
+            chain.value.cancel()
+            XCTAssertTrue(chain.value.isRejected)  // before cancel() returned
+        }
+        XCTAssertTrue(task.isCancelled)
+    }
+
+    // MARK: Goal: after, firstly, when, race are cancellable
+
+    func testGoalPrimitivesAreCancellable() {
+        let timer = after(seconds: 30).cancellize()
+        let first = firstly { timer }
+        let both = when(fulfilled: [first, after(seconds: 30).cancellize()], autoCancel: true)
+        let raced = race([both.asVoid(), after(seconds: 30).cancellize()], autoCancel: true)
+        raced.cancel()
+        XCTAssertTrue(raced.isRejected)
+        XCTAssertTrue(both.isRejected)
+        XCTAssertTrue(timer.isRejected)
+        XCTAssertTrue(first.isCancelled)
+    }
+
+    // MARK: Goal: a simple way to make new cancellable promises
+
+    func testGoalNewCancellablePromiseFromResolverAndCancelFunction() {
+        let item = DispatchWorkItem {}
+        let promise = CancellablePromise<Void> { resolver in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: item)
+            return { item.cancel() }
+        }
+        promise.cancel()
+        XCTAssertTrue(item.isCancelled)
+        XCTAssertTrue(promise.isRejected)
+    }
+
+    func testResolverBodyThrowingRejectsAndHasNothingToCancel() {
+        let promise = CancellablePromise<Int> { _ in throw CustomCancel() }
+        XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
+        promise.cancel()
+        XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
+    }
+
+    // MARK: Goal: promise branches are cancelled (updateWeather)
+
+    final class WeatherScreen {
+        let backend: FakeBackend
+        let refreshButton = RefreshButton()
+        var shown: [WeatherInfo] = []
+        var alerts: [Error] = []
+        var updateUIStarted: (() -> Void)?
+        init(backend: FakeBackend) { self.backend = backend }
+
+        func updateUI(forecast: WeatherInfo) {
+            updateUIStarted?()
+            shown.append(forecast)
+        }
+        func showAlert(error: Error) { alerts.append(error) }
+        func format(_ response: WeatherResponse) -> WeatherInfo { WeatherInfo(text: "\(response.temperature)°") }
+
+        func getForecast(forCity name: String) -> CancellablePromise<WeatherInfo> {
+            let httpClient = FakeHTTPClient(backend: backend)
+            return firstly {
+                httpClient.request("https://autocomplete.weather.com/\(name)")
+                    .responseDecodable(AutoCompleteCity.self)
+            }.cancellize().then { city in
+                httpClient.request("https://forecast.weather.com/\(city.name)")
+                    .responseDecodable(WeatherResponse.self).cancellize()
+            }.map { response in
+                self.format(response)
+            }
+        }
+
+        func updateWeather(forCity searchName: String) -> CancelContext {
+            refreshButton.startAnimating()
+            let context = firstly {
+                getForecast(forCity: searchName)
+            }.cancellize().done { response in
+                self.updateUI(forecast: response)
+            }.ensure {
+                self.refreshButton.stopAnimating()
+            }.catch { error in
+                // Cancellation errors are ignored by default
+                self.showAlert(error: error)
+            }.cancelContext
+            return context
+        }
+    }
+
+    func testGoalBranchesCancelEverythingExceptEnsure() {
+        let backend = FakeBackend()
+        let screen = WeatherScreen(backend: backend)
+        let context = screen.updateWeather(forCity: "Oslo")
+        backend.task("https://autocomplete.weather.com/Oslo", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "oslo"))
+        waitUntil { backend.wasStarted("https://forecast.weather.com/oslo") }
+        context.cancel()
+        XCTAssertTrue(backend.task("https://forecast.weather.com/oslo", WeatherResponse.self).isCancelled)
+        waitUntil { screen.refreshButton.stopCount == 1 }
+        drainMainQueue()
+        XCTAssertTrue(screen.shown.isEmpty)
+        XCTAssertTrue(screen.alerts.isEmpty)  // cancellation ignored by the default policy
+        XCTAssertFalse(screen.refreshButton.isAnimating)
+    }
+
+    func testGoalBranchesCancelDuringAutocompleteCancelsIt() {
+        let backend = FakeBackend()
+        let screen = WeatherScreen(backend: backend)
+        let context = screen.updateWeather(forCity: "Rome")
+        context.cancel()
+        XCTAssertTrue(backend.task("https://autocomplete.weather.com/Rome", AutoCompleteCity.self).isCancelled)
+        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertFalse(backend.wasStarted("https://forecast.weather.com/rome"))
+    }
+
+    func testGoalBranchesCancelDuringUpdateUILetsItCompleteAndDiscardsTheResult() {
+        let backend = FakeBackend()
+        let screen = WeatherScreen(backend: backend)
+        var context: CancelContext!
+        screen.updateUIStarted = { context.cancel() }
+        context = screen.updateWeather(forCity: "Nice")
+        backend.task("https://autocomplete.weather.com/Nice", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "nice"))
+        waitUntil { backend.wasStarted("https://forecast.weather.com/nice") }
+        backend.task("https://forecast.weather.com/nice", WeatherResponse.self).succeed(WeatherResponse(temperature: 20))
+        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertEqual(screen.shown, [WeatherInfo(text: "20°")])  // completed normally
+        XCTAssertTrue(context.isCancelled)
+        XCTAssertEqual(screen.refreshButton.stopCount, 1)
+    }
+
+    func testGoalBranchesCompleteWithoutCancel() {
+        let backend = FakeBackend()
+        let screen = WeatherScreen(backend: backend)
+        _ = screen.updateWeather(forCity: "Bern")
+        backend.task("https://autocomplete.weather.com/Bern", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "bern"))
+        waitUntil { backend.wasStarted("https://forecast.weather.com/bern") }
+        backend.task("https://forecast.weather.com/bern", WeatherResponse.self).succeed(WeatherResponse(temperature: 3))
+        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertEqual(screen.shown, [WeatherInfo(text: "3°")])
+    }
+
+    func testBranchesOfOneChainAreCancelledTogether() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        let left = head.map(on: nil) { $0 + 1 }
+        let right = head.map(on: nil) { $0 + 2 }.done(on: nil) { _ in }
+        left.cancel()
+        XCTAssertTrue(right.isRejected)
+        XCTAssertTrue(head.isRejected)
+    }
+
+    // MARK: Detail 2: order inside cancel()
+
+    func testCancelClosureRunsAfterThePromisesAreRejected() {
+        var stateSeenByCancel: Bool?
+        var promise: CancellablePromise<Int>!
+        promise = CancellablePromise<Int> { _ in
+            { stateSeenByCancel = promise.isRejected }
+        }
+        let tail = promise.map(on: nil) { $0 }
+        tail.cancel()
+        XCTAssertEqual(stateSeenByCancel, true)
+    }
+
+    // MARK: Detail 3: isCancelled / cancelAttempted
+
+    func testIsCancelledIsTrueOnceRequestedEvenAfterSettling() {
+        let (promise, resolver) = CancellablePromise<Int>.pending()
+        XCTAssertFalse(promise.isCancelled)
+        XCTAssertFalse(promise.cancelAttempted)
+        resolver.fulfill(1)
+        promise.cancel()
+        XCTAssertTrue(promise.isCancelled)
+        XCTAssertTrue(promise.cancelAttempted)
+        XCTAssertEqual(promise.value, 1)  // cancel after settle changes nothing
+    }
+
+    func testSettledLinksCancelClosureIsNotCalled() {
+        var calls = 0
+        var resolverRef: Resolver<Int>?
+        let promise = CancellablePromise<Int> { resolver in
+            resolverRef = resolver
+            return { calls += 1 }
+        }
+        let tail = promise.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
+        resolverRef?.fulfill(1)
+        tail.cancel()
+        XCTAssertEqual(calls, 0)
+        XCTAssertTrue(tail.isRejected)
+    }
+
+    func testCancelTwiceCallsTheCancelClosureOnceAndKeepsTheFirstError() {
+        var calls = 0
+        let promise = CancellablePromise<Int> { _ in { calls += 1 } }
+        promise.cancel(with: CustomCancel())
+        promise.cancel()
+        promise.cancelContext.cancel()
+        XCTAssertEqual(calls, 1)
+        XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
+        XCTAssertEqual(promise.cancelledError as? CustomCancel, CustomCancel())
+    }
+
+    func testCancelWithCustomErrorRejectsTheWholeChainWithIt() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        let tail = head.map(on: nil) { $0 }
+        var caught: Error?
+        var defaultCaught: Error?
+        tail.catch(on: nil) { defaultCaught = $0 }
+        tail.catch(on: nil, policy: .allErrors) { caught = $0 }
+        head.cancel(with: CustomCancel())
+        XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
+        XCTAssertEqual(caught as? CustomCancel, CustomCancel())
+        XCTAssertEqual(defaultCaught as? CustomCancel, CustomCancel())  // not a cancellation error
+    }
+
+    // MARK: Detail 4: observers vs steps
+
+    func testRecoverNeverRunsForTheChainsOwnCancellation() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        var recovered = 0
+        let recoveredAll = head.recover(on: nil, policy: .allErrors) { _ -> Promise<Int> in
+            recovered += 1
+            return .value(0)
+        }
+        let recoveredGuarantee = head.recover(on: nil) { _ -> Guarantee<Int> in
+            recovered += 1
+            return .value(0)
+        }
+        let void = head.asVoid().recover(on: nil) { _ in recovered += 1 }
+        head.cancel()
+        XCTAssertEqual(recovered, 0)
+        XCTAssertEqual(recoveredAll.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(recoveredGuarantee.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(void.isRejected)
+    }
+
+    func testRecoverRunsForOtherErrors() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        let recovered = head.recover(on: nil) { _ in CancellablePromise.value(9) }
+        resolver.reject(CustomCancel())
+        XCTAssertEqual(recovered.value, 9)
+    }
+
+    func testRecoverReturningCancellablePromiseJoinsTheChain() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        let task = FakeTask<Int>()
+        let recovered = head.recover(on: nil) { _ in task.promise.cancellize() }
+        resolver.reject(CustomCancel())
+        recovered.cancel()
+        XCTAssertTrue(task.isCancelled)
+    }
+
+    func testPlainPromiseRecoverAllErrorsBehavesAsPromiseKit() {
+        let promise = Promise<Int>(error: CancellablePromiseError.cancelled)
+        let recovered = promise.recover(on: nil, policy: .allErrors) { _ in Promise.value(1) }
+        XCTAssertEqual(recovered.value, 1)
+    }
+
+    func testObserversRunWithTheCancellation() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        var seen: [String] = []
+        head.tap(on: nil) { if case .rejected(let e) = $0, e.isCancelled { seen.append("tap") } }.cauterize()
+        head.ensure(on: nil) { seen.append("ensure") }.cauterize()
+        head.ensureThen(on: nil) { seen.append("ensureThen"); return Guarantee() }.cauterize()
+        head.ensureThen(on: nil) { () -> CancellablePromise<Void> in seen.append("ensureThen cp"); return CancellablePromise() }
+            .cauterize()
+        head.catch(on: nil, policy: .allErrors) { if $0.isCancelled { seen.append("catch") } }
+            .finally(on: nil) { seen.append("finally") }
+        head.catch(on: nil) { _ in seen.append("default catch") }
+        head.cancel()
+        XCTAssertEqual(seen, ["tap", "ensure", "ensureThen", "ensureThen cp", "catch", "finally"])
+    }
+
+    // MARK: Detail 5: asPromise / init(using:cancel:)
+
+    func testAsPromiseSettlesAsTheCancellablePromise() {
+        let (plain, resolver) = Promise<Int>.pending()
+        let cancellable = CancellablePromise(using: plain, cancel: { resolver.reject(CustomCancel()) })
+        let asPromise = cancellable.asPromise()
+        XCTAssertTrue(asPromise === cancellable.promise)
+        cancellable.cancel()
+        XCTAssertEqual(asPromise.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(plain.error as? CustomCancel, CustomCancel())
+    }
+
+    func testPlainChainFromAsPromiseIsNotCancellable() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        let plainTail = head.asPromise().map(on: nil) { $0 + 1 }
+        resolver.fulfill(1)
+        head.cancel()
+        XCTAssertEqual(plainTail.value, 2)
+    }
+
+    // MARK: CancellableFinalizer
+
+    func testFinalizerCancelAndFinally() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        let finalizer = head.catch(on: nil, policy: .allErrors) { _ in }
+        XCTAssertTrue(finalizer.cancelContext === head.cancelContext)
+        XCTAssertFalse(finalizer.isCancelled)
+        var finallyRan = false
+        let context = finalizer.finally(on: nil) { finallyRan = true }
+        XCTAssertTrue(context === head.cancelContext)
+        finalizer.cancel()
+        XCTAssertTrue(finalizer.isCancelled)
+        XCTAssertTrue(finalizer.cancelAttempted)
+        XCTAssertTrue(finallyRan)
+        XCTAssertTrue(head.isRejected)
+    }
+
+    func testFinalizerCancelWithError() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        var caught: Error?
+        let finalizer = head.catch(on: nil, policy: .allErrors) { caught = $0 }
+        finalizer.cancel(with: CustomCancel())
+        XCTAssertEqual(caught as? CustomCancel, CustomCancel())
+    }
+
+    // MARK: Re-entrant cancel (no deadlock)
+
+    func testCancelFromInsideHandlersDoesNotDeadlock() {
+        runWithoutDeadlock {
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            var chain: CancellablePromise<Void>!
+            let mid = head.then(on: nil) { v -> CancellablePromise<Int> in
+                chain.cancel()
+                return .value(v)
+            }
+            chain = mid.done(on: nil) { _ in XCTFail("done after cancel") }
+            resolver.fulfill(1)
+            XCTAssertEqual(chain.error as? CancellablePromiseError, .cancelled)
+        }
+        runWithoutDeadlock {
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            var tail: CancellablePromise<Int>!
+            tail = head.done(on: nil) { _ in tail.cancel() }.map(on: nil) { 1 }
+            resolver.fulfill(1)
+            XCTAssertTrue(tail.isRejected)
+        }
+        runWithoutDeadlock {
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            var tail: CancellablePromise<Int>!
+            tail = head.ensure(on: nil) { tail.cancel() }.map(on: nil) { $0 }
+            resolver.fulfill(1)
+            XCTAssertTrue(tail.isRejected)
+        }
+        runWithoutDeadlock {
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            var finalizer: CancellableFinalizer!
+            finalizer = head.catch(on: nil, policy: .allErrors) { _ in finalizer.cancel() }
+            resolver.reject(CustomCancel())
+            XCTAssertTrue(finalizer.isCancelled)
+        }
+        runWithoutDeadlock {
+            let (head, _) = CancellablePromise<Int>.pending()
+            head.catch(on: nil, policy: .allErrors) { _ in head.cancel() }
+            head.cancel()
+            XCTAssertTrue(head.isRejected)
+        }
+    }
+
+    func testCancelFromInsideACancelClosureDoesNotDeadlock() {
+        runWithoutDeadlock {
+            var calls = 0
+            var promise: CancellablePromise<Int>!
+            promise = CancellablePromise<Int> { _ in
+                {
+                    calls += 1
+                    promise.cancel()
+                    promise.cancelContext.cancel(with: CustomCancel())
+                }
+            }
+            let other = promise.map(on: nil) { $0 }
+            promise.cancel()
+            XCTAssertEqual(calls, 1)
+            XCTAssertEqual(other.error as? CancellablePromiseError, .cancelled)
+        }
+        runWithoutDeadlock {
+            // A cancel closure cancelling another chain that cancels back.
+            var a: CancellablePromise<Int>!
+            var b: CancellablePromise<Int>!
+            a = CancellablePromise<Int> { _ in { b.cancel() } }
+            b = CancellablePromise<Int> { _ in { a.cancel() } }
+            a.cancel()
+            XCTAssertTrue(a.isRejected && b.isRejected)
+        }
+    }
+
+    // MARK: Bad input
+
+    func testCancelAfterSettleIsANoOp() {
+        var calls = 0
+        var resolverRef: Resolver<Int>?
+        let promise = CancellablePromise<Int> { resolver in
+            resolverRef = resolver
+            return { calls += 1 }
+        }
+        resolverRef?.reject(CustomCancel())
+        promise.cancel()
+        promise.cancel()
+        XCTAssertEqual(calls, 0)
+        XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
+    }
+
+    func testThenReturningItsOwnPromiseRejects() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        var tail: CancellablePromise<Int>!
+        tail = head.then(on: nil) { _ in tail! }
+        resolver.fulfill(1)
+        guard case .returnedSelf? = tail.error as? PMKError else {
+            return XCTFail("\(String(describing: tail.error))")
+        }
+    }
+
+    func testThrowingHandlerRejectsTheChainAndLaterCancelIsANoOp() {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        var later = false
+        let tail = head.map(on: nil) { _ -> Int in throw CustomCancel() }.done(on: nil) { _ in later = true }
+        resolver.fulfill(1)
+        XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
+        XCTAssertFalse(later)
+        tail.cancel()
+        XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
+    }
+
+    func testHundredThousandMemberContextCancelsWithoutRecursion() {
+        let context = CancelContext()
+        var calls = 0
+        var members: [CancellablePromise<Int>] = []
+        members.reserveCapacity(100_000)
+        for _ in 0..<100_000 {
+            members.append(Promise<Int>.pending().promise.cancellize(cancelContext: context))
+        }
+        let counted = CancellablePromise<Int> { _ in { calls += 1 } }
+        context.join(counted)
+        context.cancel()
+        XCTAssertTrue(members.allSatisfy { $0.isRejected })
+        XCTAssertEqual(calls, 1)
+    }
+
+    func testHundredThousandLinkChainCancelledAtTheHeadRejectsTheTail() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        var tail = head
+        for _ in 0..<100_000 { tail = tail.then(on: nil) { CancellablePromise.value($0) } }
+        head.cancel()
+        XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
+    }
+}
+
+extension CancelContext {
+    /// Test helper: joins `promise`'s chain into this context, as `cancellize(cancelContext:)`.
+    fileprivate func join<T>(_ promise: CancellablePromise<T>) {
+        _ = promise.cancellize(cancelContext: self)
+    }
+}

@@ -1,0 +1,159 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import PromiseCore
+import XCTest
+
+// Stand-ins for the Apple-only pieces of the seed examples (URLSession, CLLocationManager,
+// an HTTP client, UIKit views): tasks the test finishes itself, whose cancellation it can observe.
+
+/// A thread-safe counter.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+
+    var value: Int { lock.withLock { count } }
+
+    @discardableResult
+    func increment() -> Int {
+        lock.withLock {
+            count += 1
+            return count
+        }
+    }
+}
+
+/// A thread-safe flag.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var raised = false
+
+    var value: Bool { lock.withLock { raised } }
+    func raise() { lock.withLock { raised = true } }
+}
+
+/// The error a `FakeTask` rejects its promise with when it is cancelled.
+struct FakeTaskCancelled: Error, Equatable {}
+
+/// An asynchronous task the test completes by hand. Its promise carries the task
+/// (`attachedToPromise`), as PromiseFoundation's producers do, so `cancellize()` of that promise
+/// cancels the task.
+final class FakeTask<T>: @unchecked Sendable {
+    let promise: Promise<T>
+    private let resolver: Resolver<T>
+    let cancelCount = Counter()
+
+    /// `attachedToPromise: false` makes a task nothing can cancel through the promise (a plain
+    /// `Promise` producer).
+    init(attachedToPromise: Bool = true) {
+        (promise, resolver) = Promise<T>.pending()
+        if attachedToPromise {
+            promise.attachCancellation(PromiseCancellation { [weak self] in self?.cancel() })
+        }
+    }
+
+    var isCancelled: Bool { cancelCount.value > 0 }
+
+    func succeed(_ value: T) { resolver.fulfill(value) }
+    func fail(_ error: Error) { resolver.reject(error) }
+
+    /// What the task does when cancelled: stop, and reject with its own error.
+    func cancel() {
+        cancelCount.increment()
+        resolver.reject(FakeTaskCancelled())
+    }
+}
+
+/// A backend whose requests are `FakeTask`s, recorded in order so tests can finish them.
+final class FakeBackend: @unchecked Sendable {
+    private let lock = NSLock()
+    private var started: [String: AnyObject] = [:]
+    private var order: [String] = []
+    /// Whether the promises produced carry their task (cancellable through `cancellize()`).
+    let tasksAttached: Bool
+
+    init(tasksAttached: Bool = true) {
+        self.tasksAttached = tasksAttached
+    }
+
+    func start<T>(_ name: String, _ type: T.Type = T.self, attached: Bool? = nil) -> Promise<T> {
+        let task = FakeTask<T>(attachedToPromise: attached ?? tasksAttached)
+        lock.withLock {
+            started[name] = task
+            order.append(name)
+        }
+        return task.promise
+    }
+
+    /// The task started under `name`; fails the test if there is none.
+    func task<T>(_ name: String, _ type: T.Type = T.self, file: StaticString = #filePath, line: UInt = #line)
+        -> FakeTask<T>
+    {
+        let task = lock.withLock { started[name] } as? FakeTask<T>
+        guard let task else {
+            XCTFail("task \(name) was not started", file: file, line: line)
+            return FakeTask<T>()
+        }
+        return task
+    }
+
+    func wasStarted(_ name: String) -> Bool { lock.withLock { started[name] != nil } }
+    var startedNames: [String] { lock.withLock { order } }
+}
+
+/// An object that reports its deallocation, to observe leaks.
+final class DeinitProbe: @unchecked Sendable {
+    let onDeinit: @Sendable () -> Void
+    init(_ onDeinit: @escaping @Sendable () -> Void = {}) { self.onDeinit = onDeinit }
+    deinit { onDeinit() }
+}
+
+extension XCTestCase {
+    /// Runs `work` on a background thread and fails if it does not finish within `timeout`
+    /// seconds (a deadlock), instead of hanging the test run.
+    func runWithoutDeadlock(timeout: TimeInterval = 10, _ work: @escaping @Sendable () -> Void) {
+        let finished = expectation(description: "finished without deadlock")
+        DispatchQueue.global().async {
+            work()
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: timeout)
+    }
+
+    /// Waits (running the main queue) until `promise` settles, at most `timeout` seconds.
+    func waitUntilSettled<P: Thenable>(_ promise: P, timeout: TimeInterval = 10) {
+        let settled = expectation(description: "settled")
+        let box = UncheckedBox(settled)
+        promise.pipe { _ in box.value.fulfill() }
+        wait(for: [settled], timeout: timeout)
+    }
+
+    /// Runs the main run loop (and so the main queue) until `condition` holds; fails after
+    /// `timeout` seconds.
+    func waitUntil(
+        timeout: TimeInterval = 10, file: StaticString = #filePath, line: UInt = #line,
+        _ condition: () -> Bool
+    ) {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !condition() {
+            if Date() > deadline {
+                XCTFail("condition not met within \(timeout) s", file: file, line: line)
+                return
+            }
+            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
+        }
+    }
+
+    /// Runs the main queue for a moment, so handlers queued there can run.
+    func drainMainQueue(_ seconds: TimeInterval = 0.05) {
+        let done = expectation(description: "main queue drained")
+        DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { done.fulfill() }
+        wait(for: [done], timeout: seconds + 10)
+    }
+}
+
+/// Hands a non-Sendable value to a closure the test knows runs safely.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

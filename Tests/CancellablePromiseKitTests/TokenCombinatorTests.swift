@@ -1,0 +1,195 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+final class TokenCombinatorTests: XCTestCase {
+    // MARK: none
+
+    func testNoneIsCompletedAndNeverCancelled() {
+        let token = CancellationToken.none
+        XCTAssertTrue(token.isCompleted)
+        XCTAssertFalse(token.isCancelled)
+        var cancelled = false
+        var completions: [Bool] = []
+        token.onCancel { cancelled = true }
+        token.onComplete { completions.append($0) }  // at once
+        let spy = TokenCancellableSpy()
+        token.register(spy)
+        XCTAssertFalse(cancelled)
+        XCTAssertEqual(completions, [false])
+        XCTAssertEqual(spy.cancelCount, 0)
+        XCTAssertEqual(token.pendingHandlerCount, 0)
+    }
+
+    func testNoneInCombinators() {
+        let request = CancellationRequest()
+        XCTAssertTrue(CancellationToken.none.map { true }.isCompleted)
+        XCTAssertFalse(CancellationToken.none.map { true }.isCancelled)
+        XCTAssertTrue((CancellationToken.none && request.token).isCompleted)
+        let either = CancellationToken.none || request.token
+        XCTAssertFalse(either.isCompleted)
+        request.cancel()
+        XCTAssertTrue(either.isCancelled)
+    }
+
+    // MARK: map
+
+    func testMapCompletesWithTransformResultWhenCancelled() {
+        let yes = CancellationRequest()
+        let no = CancellationRequest()
+        let mappedYes = yes.token.map { true }
+        let mappedNo = no.token.map { false }
+        XCTAssertFalse(mappedYes.isCompleted)
+        yes.cancel()
+        no.cancel()
+        XCTAssertTrue(mappedYes.isCancelled)
+        XCTAssertTrue(mappedNo.isCompleted)
+        XCTAssertFalse(mappedNo.isCancelled)
+    }
+
+    func testMapCompletesNotCancelledWithoutCallingTransform() {
+        var request: CancellationRequest? = CancellationRequest()
+        var calls = 0
+        let mapped = request!.token.map {
+            calls += 1
+            return true
+        }
+        request = nil
+        XCTAssertTrue(mapped.isCompleted)
+        XCTAssertFalse(mapped.isCancelled)
+        XCTAssertEqual(calls, 0)
+    }
+
+    func testMapOfCancelledTokenCompletesAtOnce() {
+        let request = CancellationRequest()
+        request.cancel()
+        XCTAssertTrue(request.token.map { true }.isCancelled)
+    }
+
+    // MARK: flatMap
+
+    func testFlatMapFollowsTheReturnedToken() {
+        let outer = CancellationRequest()
+        let inner = CancellationRequest()
+        let result = outer.token.flatMap { inner.token }
+        outer.cancel()
+        XCTAssertFalse(result.isCompleted)
+        inner.cancel()
+        XCTAssertTrue(result.isCancelled)
+    }
+
+    func testFlatMapCompletesNotCancelledWhenReturnedTokenDoes() {
+        let outer = CancellationRequest()
+        var inner: CancellationRequest? = CancellationRequest()
+        let innerToken = inner!.token
+        let result = outer.token.flatMap { innerToken }
+        outer.cancel()
+        inner = nil
+        XCTAssertTrue(result.isCompleted)
+        XCTAssertFalse(result.isCancelled)
+    }
+
+    func testFlatMapCompletesNotCancelledWithoutCallingTransform() {
+        var outer: CancellationRequest? = CancellationRequest()
+        var calls = 0
+        let result = outer!.token.flatMap {
+            calls += 1
+            return CancellationToken.none
+        }
+        outer = nil
+        XCTAssertTrue(result.isCompleted)
+        XCTAssertFalse(result.isCancelled)
+        XCTAssertEqual(calls, 0)
+    }
+
+    // MARK: &&
+
+    func testAndIsCancelledOnlyWhenBothAre() {
+        let a = CancellationRequest()
+        let b = CancellationRequest()
+        let both = a.token && b.token
+        a.cancel()
+        XCTAssertFalse(both.isCompleted)
+        b.cancel()
+        XCTAssertTrue(both.isCancelled)
+    }
+
+    func testAndCompletesNotCancelledAsSoonAsEitherDoes() {
+        var a: CancellationRequest? = CancellationRequest()
+        let b = CancellationRequest()
+        let both = a!.token && b.token
+        a = nil
+        XCTAssertTrue(both.isCompleted)  // b is still pending
+        XCTAssertFalse(both.isCancelled)
+        b.cancel()
+        XCTAssertFalse(both.isCancelled)
+    }
+
+    // MARK: ||
+
+    func testOrIsCancelledWhenEitherIs() {
+        let a = CancellationRequest()
+        let b = CancellationRequest()
+        let either = a.token || b.token
+        XCTAssertFalse(either.isCompleted)
+        b.cancel()
+        XCTAssertTrue(either.isCancelled)
+    }
+
+    func testOrCompletesNotCancelledWhenBothHave() {
+        var a: CancellationRequest? = CancellationRequest()
+        var b: CancellationRequest? = CancellationRequest()
+        let either = a!.token || b!.token
+        var completion: Bool?
+        either.onComplete { completion = $0 }
+        a = nil
+        XCTAssertFalse(either.isCompleted)  // b may still cancel
+        b = nil
+        XCTAssertTrue(either.isCompleted)
+        XCTAssertEqual(completion, false)
+    }
+
+    func testOrAfterOneNotCancelledStillCancelsWithTheOther() {
+        var a: CancellationRequest? = CancellationRequest()
+        let b = CancellationRequest()
+        let either = a!.token || b.token
+        a = nil
+        b.cancel()
+        XCTAssertTrue(either.isCancelled)
+    }
+
+    // MARK: Combined tokens release their handlers
+
+    func testCombinedTokenHandlersAreReleasedWhenOperandsComplete() {
+        let released = TokenCounter()
+        var a: CancellationRequest? = CancellationRequest()
+        var b: CancellationRequest? = CancellationRequest()
+        weak var weakCombined: CancellationToken?
+        do {
+            let combined = (a!.token || b!.token).map { true } && a!.token.flatMap { CancellationToken.none }
+            weakCombined = combined
+            let probe = TokenLeakProbe { released.increment() }
+            combined.onComplete { _ in probe.touch() }
+        }
+        a = nil
+        b = nil
+        XCTAssertEqual(released.value, 1)
+        XCTAssertNil(weakCombined)
+    }
+
+    func testCombinatorsRaceCancellationFromManyThreads() {
+        for _ in 0..<2_000 {
+            let a = CancellationRequest()
+            let b = CancellationRequest()
+            let either = a.token || b.token
+            let both = a.token && b.token
+            let boxes = TokenUnchecked((a, b))
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { boxes.value.0.cancel() } else { boxes.value.1.cancel() }
+            }
+            XCTAssertTrue(either.isCancelled)
+            XCTAssertTrue(both.isCancelled)
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+// Seed 003 (a cancellation-token convention for PromiseKit code), each example as a test.
+// The network is a `StandInURLSession` whose tasks the test finishes by hand. Adapted names:
+//   PromiseCancellationToken (passed to functions) → CancellationToken (from a CancellationRequest)
+//   PromiseCancellationToken() / token.cancel()    → CancellationRequest() / request.cancel()
+//   addCancelCommand(ClosureCancelCommand { … })   → onCancel { … }
+//   Promise<Data>.pending() → (promise, fulfill, reject) → (promise, resolver)
+//   fulfill(x) / reject(e)                          → resolver.fulfill(x) / resolver.reject(e)
+//   NSError.cancelledError()                        → CancellablePromiseError.cancelled
+//   error.isCancelledError                          → error.isCancelled
+//   URLSession.shared.dataTask(with:)              → StandInURLSession().dataTask(with:)
+
+private final class Seed003Client: @unchecked Sendable {
+    let session = StandInURLSession()
+
+    // The seed's `cancellableFetchData`, as written (names adapted).
+    func cancellableFetchData(with url: URL, cancellationToken: CancellationToken? = nil) -> Promise<Data> {
+        var dataTask: StandInDataTask?
+        let (promise, resolver) = Promise<Data>.pending()
+
+        cancellationToken?.onCancel {
+            dataTask?.cancel()
+            // Check if the promise has been resolved, no point of rejecting
+            // if it has been completed
+            if !promise.isFulfilled {
+                resolver.reject(CancellablePromiseError.cancelled)
+            }
+        }
+
+        dataTask = session.dataTask(with: url) { data, _, error in
+            // On the completion of the asynchronous task, to maintain consistency,
+            // check whether the token has been cancelled, in case the cancellation request
+            // didn't come in time for the underlying task to be cancelled.
+            if let token = cancellationToken, token.isCancelled, !promise.isFulfilled {
+                resolver.reject(CancellablePromiseError.cancelled)
+            } else {
+                if let data = data {
+                    resolver.fulfill(data)
+                } else if let error = error {
+                    resolver.reject(error)
+                }
+            }
+        }
+        dataTask?.resume()
+
+        return promise
+    }
+
+    // The same function with the first-class helper: the token is checked before starting,
+    // when cancelled, and again on completion; the task is attached for `cancellize()`.
+    func fetchData(with url: URL, cancellationToken: CancellationToken? = nil) -> Promise<Data> {
+        Promise(cancellationToken: cancellationToken) { resolver in
+            let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+            task.resume()
+            return task.cancel
+        }
+    }
+
+    // The seed's `noncancellableFetchData`, as written.
+    func noncancellableFetchData(with url: URL) -> Promise<Data> {
+        var dataTask: StandInDataTask?
+        let (promise, resolver) = Promise<Data>.pending()
+
+        dataTask = session.dataTask(with: url) { data, _, error in
+            if let data = data {
+                resolver.fulfill(data)
+            } else if let error = error {
+                resolver.reject(error)
+            }
+        }
+        dataTask?.resume()
+
+        return promise
+    }
+}
+
+final class TokenSeed003ExampleTests: XCTestCase {
+    private let google = URL(string: "https://www.google.com")!
+    private let apple = URL(string: "https://www.apple.com")!
+
+    // MARK: cancellableFetchData (the seed's code)
+
+    func testSeedCancellableFetchDataFulfilsWithoutCancellation() {
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
+        client.session.task(for: google)!.finish(data: Data([1, 2]))
+        XCTAssertEqual(promise.value, Data([1, 2]))
+    }
+
+    func testSeedCancellableFetchDataRejectsWhenTokenCancelled() {
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
+        let task = client.session.task(for: google)!
+        request.cancel()
+        XCTAssertEqual(task.cancelCount, 1)
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(promise.error!.isCancelled)
+    }
+
+    func testSeedCancellableFetchDataChecksTokenAgainOnCompletion() {
+        // The server answers just as the user cancels: the completion handler runs once the
+        // token is cancelled but before the seed's cancel command, and must reject.
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        var task: StandInDataTask?
+        var promiseRejectedByCompletion = false
+        var promise: Promise<Data>?
+        request.token.onCancel {
+            task?.finish(data: Data([9]))
+            promiseRejectedByCompletion = promise?.isRejected ?? false
+        }
+        promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
+        task = client.session.task(for: google)
+        request.cancel()
+        XCTAssertTrue(promiseRejectedByCompletion)
+        XCTAssertEqual(promise?.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testSeedCancellableFetchDataLeavesPromisePendingWithoutDataOrError() {
+        // A caveat of the seed's completion handler, kept as written: neither data nor error
+        // leaves the promise pending until the token is cancelled.
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
+        client.session.task(for: google)!.finish(data: nil, error: nil)
+        XCTAssertTrue(promise.isPending)
+        request.cancel()
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testSeedCancellableFetchDataWithoutTokenIsAPlainPromise() {
+        let client = Seed003Client()
+        let promise = client.cancellableFetchData(with: google)
+        client.session.task(for: google)!.finish(data: Data([3]))
+        XCTAssertEqual(promise.value, Data([3]))
+    }
+
+    func testSeedNoncancellableFetchData() {
+        let client = Seed003Client()
+        let promise = client.noncancellableFetchData(with: google)
+        client.session.task(for: google)!.finish(data: Data([4]))
+        XCTAssertEqual(promise.value, Data([4]))
+    }
+
+    // MARK: The first-class form
+
+    func testFirstClassFetchDataRejectsAndCancelsTask() {
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let promise = client.fetchData(with: google, cancellationToken: request.token)
+        let task = client.session.task(for: google)!
+        XCTAssertTrue(task.wasResumed)
+        request.cancel()
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(task.cancelCount, 1)
+        tokenWaitUntil { task.state == .completed }  // its own cancel error comes later, ignored
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testFirstClassFetchDataDoesNotStartWithCancelledToken() {
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        request.cancel()
+        let promise = client.fetchData(with: google, cancellationToken: request.token)
+        XCTAssertTrue(client.session.tasks.isEmpty)  // the seed's version would start a request
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testFirstClassFetchDataRejectsWithInvalidCallingConventionWhenNoDataAndNoError() {
+        let client = Seed003Client()
+        let promise = client.fetchData(with: google, cancellationToken: CancellationRequest().token)
+        client.session.task(for: google)!.finish(data: nil, error: nil)
+        XCTAssertNotNil(promise.error)  // never left pending, unlike the seed's sample
+        XCTAssertFalse(promise.error!.isCancelled)
+    }
+
+    // MARK: doSomeChaining
+
+    /// The seed's `doSomeChaining`, with the token cancelled during the non-cancellable step.
+    func testSeedDoSomeChainingCancelledDuringTheNonCancellableStep() {
+        for useFirstClassForm in [false, true] {
+            let client = Seed003Client()
+            let request = CancellationRequest()
+            let token = request.token
+            let fetch: (URL, CancellationToken?) -> Promise<Data> =
+                useFirstClassForm
+                ? { client.fetchData(with: $0, cancellationToken: $1) }
+                : { client.cancellableFetchData(with: $0, cancellationToken: $1) }
+            let url = google
+            let apple = self.apple
+            var printed: [Int] = []
+            var caught: Error?
+            let done = expectation(description: "catch ran")
+
+            fetch(url, token).then(on: nil) { data -> Promise<Data> in
+                printed.append(data.count)
+                let differentURL = apple
+                return fetch(differentURL, token)
+            }.then(on: nil) { data -> Promise<Data> in
+                printed.append(data.count)
+                return client.noncancellableFetchData(with: url)
+            }.then(on: nil) { _ -> Promise<Data> in
+                return fetch(url, token)
+            }.catch(on: nil, policy: .allErrors) { error in
+                if error.isCancelled {
+                    caught = error
+                }
+                done.fulfill()
+            }
+
+            client.session.tasks[0].finish(data: Data([1]))
+            client.session.task(for: apple)!.finish(data: Data([1, 2]))
+            XCTAssertEqual(client.session.tasks.count, 3)  // the non-cancellable request runs
+            request.cancel()  // arrives while it runs: nothing to cancel there
+            client.session.tasks[2].finish(data: Data([1, 2, 3]))
+            wait(for: [done], timeout: 5)
+
+            XCTAssertEqual(printed, [1, 2])
+            XCTAssertEqual(caught as? CancellablePromiseError, .cancelled)
+            if useFirstClassForm {
+                // The next cancellable step gets a cancelled token and does not start at all.
+                XCTAssertEqual(client.session.tasks.count, 3)
+            } else {
+                // The seed's form: its command, registered on an already-cancelled token,
+                // still runs (at once) and rejects the promise; but it runs before `dataTask` is
+                // assigned, so the request starts anyway and is not cancelled (the seed's own
+                // defect, which the first-class form above avoids).
+                XCTAssertEqual(client.session.tasks.count, 4)
+                XCTAssertTrue(client.session.tasks[3].wasResumed)
+                XCTAssertEqual(client.session.tasks[3].cancelCount, 0)
+            }
+        }
+    }
+
+    func testSeedDoSomeChainingCancelledDuringACancellableStep() {
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let token = request.token
+        let url = google
+        var reachedSecondStep = false
+        var caught: Error?
+        client.fetchData(with: url, cancellationToken: token).then(on: nil) { _ -> Promise<Data> in
+            reachedSecondStep = true
+            return client.fetchData(with: url, cancellationToken: token)
+        }.catch(on: nil, policy: .allErrors) { caught = $0 }
+        let first = client.session.tasks[0]
+        request.cancel()
+        XCTAssertEqual(first.cancelCount, 1)
+        XCTAssertFalse(reachedSecondStep)
+        XCTAssertTrue(caught?.isCancelled ?? false)
+    }
+
+    func testCancelBeforeTheTaskExistsStillCancelsIt() {
+        // In the seed's sample a cancellation arriving before `dataTask` is assigned is lost for
+        // the task; the first-class form registers only once the task exists.
+        let client = Seed003Client()
+        let request = CancellationRequest()
+        let url = google
+        let promise = Promise<Data>(cancellationToken: request.token) { resolver in
+            request.cancel()  // e.g. from another thread, before the task is created
+            let task = client.session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+            task.resume()
+            return task.cancel
+        }
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(client.session.tasks[0].cancelCount, 1)
+    }
+}

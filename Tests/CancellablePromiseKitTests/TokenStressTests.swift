@@ -1,0 +1,193 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+/// Thread races on tokens. Each runs ≥ 10,000 rounds; run them under ThreadSanitizer too.
+final class TokenStressTests: XCTestCase {
+    /// Runs `body(threadIndex)` on `count` dedicated threads and waits for all of them.
+    /// All threads are started first and then released together, so their rounds overlap.
+    private func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let group = DispatchGroup()
+        let ready = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        for index in 0..<count {
+            group.enter()
+            let thread = Thread {
+                ready.signal()
+                gate.wait()
+                body(index)
+                group.leave()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        for _ in 0..<count { ready.wait() }
+        for _ in 0..<count { gate.signal() }
+        XCTAssertEqual(group.wait(timeout: .now() + 300), .success, "threads did not finish (deadlock?)")
+    }
+
+    func testEightThreadsCancelWhileOthersRegisterAndRemoveHandlers() {
+        let rounds = 10_000
+        let threads = 8
+        let requests = (0..<rounds).map { _ in CancellationRequest() }
+        let runs = (0..<rounds).map { _ in TokenCounter() }
+        let expected = (0..<rounds).map { _ in TokenCounter() }
+        let box = TokenUnchecked((requests, runs, expected))
+        onThreads(threads) { thread in
+            let (requests, runs, expected) = box.value
+            for round in 0..<rounds {
+                let token = requests[round].token
+                switch thread {
+                case 0, 1:
+                    requests[round].cancel()
+                case 2, 3, 4:
+                    token.onCancel { runs[round].increment() }
+                    expected[round].increment()
+                case 5:
+                    token.onComplete { cancelled in
+                        XCTAssertTrue(cancelled)
+                        runs[round].increment()
+                    }
+                    expected[round].increment()
+                case 6:
+                    // Removed before the cancellation: never runs; too late: it runs.
+                    let registration = token.onCancel { runs[round].increment() }
+                    if !registration.remove() { expected[round].increment() }
+                default:
+                    let spy = TokenCancellableSpy()
+                    token.register(spy)
+                    _ = token.isCancelled
+                    _ = token.isCompleted
+                    if token.isCancelled { XCTAssertEqual(spy.cancelCount, 1) }
+                }
+            }
+        }
+        for round in 0..<rounds {
+            XCTAssertTrue(requests[round].token.isCancelled)
+            XCTAssertEqual(runs[round].value, expected[round].value, "round \(round)")
+            XCTAssertEqual(requests[round].token.pendingHandlerCount, 0)
+        }
+    }
+
+    func testReleasingRequestsWhileOtherThreadsRegister() {
+        let rounds = 10_000
+        let tokens: [CancellationToken]
+        var requests: [CancellationRequest?] = (0..<rounds).map { _ in CancellationRequest() }
+        tokens = requests.map { $0!.token }
+        let completions = (0..<rounds).map { _ in TokenLog<Bool>() }
+        let registered = (0..<rounds).map { _ in TokenCounter() }
+        let box = TokenUnchecked((tokens, completions, registered))
+        let releaser = TokenUnchecked(UnsafeMutableBufferPointer<CancellationRequest?>.allocate(capacity: rounds))
+        _ = releaser.value.initialize(from: requests)
+        requests = []
+        onThreads(4) { thread in
+            let (tokens, completions, registered) = box.value
+            for round in 0..<rounds {
+                if thread == 0 {
+                    releaser.value[round] = nil  // the request's deinit completes "not cancelled"
+                } else {
+                    tokens[round].onComplete { completions[round].append($0) }
+                    registered[round].increment()
+                }
+            }
+        }
+        releaser.value.deallocate()
+        for round in 0..<rounds {
+            XCTAssertEqual(completions[round].all, Array(repeating: false, count: registered[round].value))
+            XCTAssertTrue(tokens[round].isCompleted)
+        }
+    }
+
+    func testCombinatorsUnderConcurrentCompletion() {
+        let rounds = 10_000
+        let a = (0..<rounds).map { _ in CancellationRequest() }
+        let b = (0..<rounds).map { _ in CancellationRequest() }
+        let either = (0..<rounds).map { a[$0].token || b[$0].token }
+        let both = (0..<rounds).map { a[$0].token && b[$0].token }
+        let mapped = (0..<rounds).map { a[$0].token.map { true } }
+        let box = TokenUnchecked((a, b))
+        onThreads(3) { thread in
+            let (a, b) = box.value
+            for round in 0..<rounds {
+                switch thread {
+                case 0: a[round].cancel()
+                case 1: b[round].cancel()
+                default: _ = a[round].token.flatMap { b[round].token }
+                }
+            }
+        }
+        for round in 0..<rounds {
+            XCTAssertTrue(either[round].isCancelled)
+            XCTAssertTrue(both[round].isCancelled)
+            XCTAssertTrue(mapped[round].isCancelled)
+        }
+    }
+
+    func testTokenPromiseSettlesOnceWhenCancelRacesFulfilment() {
+        let rounds = 10_000
+        let requests = (0..<rounds).map { _ in CancellationRequest() }
+        var resolvers: [Resolver<Int>] = []
+        let taskCancels = (0..<rounds).map { _ in TokenCounter() }
+        let promises = (0..<rounds).map { round in
+            Promise<Int>(cancellationToken: requests[round].token) { resolver in
+                resolvers.append(resolver)
+                return { taskCancels[round].increment() }
+            }
+        }
+        let box = TokenUnchecked((requests, resolvers, promises))
+        onThreads(3) { thread in
+            let (requests, resolvers, promises) = box.value
+            for round in 0..<rounds {
+                switch thread {
+                case 0: requests[round].cancel()
+                case 1: resolvers[round].fulfill(round)
+                default: promises[round].cancellize().cancel()
+                }
+            }
+        }
+        for round in 0..<rounds {
+            XCTAssertLessThanOrEqual(taskCancels[round].value, 1)
+            switch promises[round].result {
+            case .fulfilled(let value)?:
+                XCTAssertEqual(value, round)
+            case .rejected(let error)?:
+                XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
+            case nil:
+                XCTFail("round \(round) stayed pending")
+            }
+            XCTAssertEqual(requests[round].token.pendingHandlerCount, 0)
+        }
+    }
+
+    func testCancelOnTokenRacingSettlementLeavesNoRegistration() {
+        let rounds = 10_000
+        let request = CancellationRequest()  // long-lived, never cancelled
+        let pairs = (0..<rounds).map { _ in CancellablePromise<Int>.pending() }
+        let box = TokenUnchecked(pairs)
+        onThreads(2) { thread in
+            for round in 0..<rounds {
+                if thread == 0 {
+                    box.value[round].promise.cancel(on: request.token)
+                } else {
+                    box.value[round].resolver.fulfill(round)
+                }
+            }
+        }
+        XCTAssertEqual(request.token.pendingHandlerCount, 0)
+    }
+
+    func testHandlersCancellingEachOthersRequestsFromTwoThreadsDoNotDeadlock() {
+        for _ in 0..<10_000 {
+            let a = CancellationRequest()
+            let b = CancellationRequest()
+            let box = TokenUnchecked((a, b))
+            a.token.onCancel { box.value.1.cancel() }
+            b.token.onCancel { box.value.0.cancel() }
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { box.value.0.cancel() } else { box.value.1.cancel() }
+            }
+            XCTAssertTrue(a.isCancelled && b.isCancelled)
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+// Helpers of the token and async tests. Names start with `Token` or `StandIn` so that they do
+// not collide with the helpers of the other test files of this target.
+
+/// A thread-safe counter.
+final class TokenCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+
+    var value: Int { lock.withLock { count } }
+
+    @discardableResult
+    func increment() -> Int {
+        lock.withLock {
+            count += 1
+            return count
+        }
+    }
+}
+
+/// A thread-safe list of values, in the order they were appended.
+final class TokenLog<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Value] = []
+
+    var all: [Value] { lock.withLock { values } }
+    func append(_ value: Value) { lock.withLock { values.append(value) } }
+}
+
+/// Counts its deinitialisations: capture one in a closure to see the closure released.
+final class TokenLeakProbe: @unchecked Sendable {
+    private let onDeinit: @Sendable () -> Void
+    init(_ onDeinit: @escaping @Sendable () -> Void = {}) { self.onDeinit = onDeinit }
+    deinit { onDeinit() }
+    func touch() {}
+}
+
+/// A `Cancellable` that counts `cancel()` calls and records on which queue the first came.
+final class TokenCancellableSpy: Cancellable, @unchecked Sendable {
+    static let queueKey = DispatchSpecificKey<String>()
+    private let lock = NSLock()
+    private var cancels = 0
+    private var queueLabels: [String?] = []
+    private let onDeinit: (@Sendable () -> Void)?
+
+    init(onDeinit: (@Sendable () -> Void)? = nil) { self.onDeinit = onDeinit }
+    deinit { onDeinit?() }
+
+    func cancel() {
+        let label = DispatchQueue.getSpecific(key: Self.queueKey)
+        lock.withLock {
+            cancels += 1
+            queueLabels.append(label)
+        }
+    }
+
+    var isCancelled: Bool { cancelCount > 0 }
+    var cancelCount: Int { lock.withLock { cancels } }
+    var cancelQueueLabels: [String?] { lock.withLock { queueLabels } }
+}
+
+/// The error a `StandInDataTask` completes with when cancelled (URLSession's is
+/// `URLError.cancelled`).
+struct StandInCancelledError: Error, Equatable {}
+
+/// A dispatch-based stand-in for `URLSessionDataTask` (no network): `resume()` starts it, the
+/// test finishes it with `finish(data:error:)`, and `cancel()` makes it call its completion
+/// handler asynchronously with `StandInCancelledError`, as URLSession does.
+final class StandInDataTask: Cancellable, @unchecked Sendable {
+    enum State: Equatable { case suspended, running, canceling, completed }
+
+    let url: URL
+    private let lock = NSLock()
+    private var currentState = State.suspended
+    private var completion: ((Data?, String?, Error?) -> Void)?
+    private var cancels = 0
+
+    init(url: URL, completion: @escaping (Data?, String?, Error?) -> Void) {
+        self.url = url
+        self.completion = completion
+    }
+
+    var state: State { lock.withLock { currentState } }
+    var cancelCount: Int { lock.withLock { cancels } }
+    var isCancelled: Bool { cancelCount > 0 }
+    var wasResumed: Bool { state != .suspended }
+
+    func resume() {
+        lock.withLock {
+            if currentState == .suspended { currentState = .running }
+        }
+    }
+
+    func cancel() {
+        let completion: ((Data?, String?, Error?) -> Void)? = lock.withLock {
+            cancels += 1
+            guard currentState == .suspended || currentState == .running else { return nil }
+            currentState = .canceling
+            defer { self.completion = nil }
+            return self.completion
+        }
+        guard let completion else { return }
+        let boxed = TokenUnchecked(completion)
+        DispatchQueue.global().async {
+            self.lock.withLock { self.currentState = .completed }
+            boxed.value(nil, nil, StandInCancelledError())
+        }
+    }
+
+    /// Completes the task as the server would (ignored once cancelled or completed).
+    func finish(data: Data?, error: Error? = nil) {
+        let completion: ((Data?, String?, Error?) -> Void)? = lock.withLock {
+            guard currentState == .running else { return nil }
+            currentState = .completed
+            defer { self.completion = nil }
+            return self.completion
+        }
+        completion?(data, data == nil ? nil : "200 OK", error)
+    }
+}
+
+/// A stand-in for `URLSession` that records the tasks it creates.
+final class StandInURLSession: @unchecked Sendable {
+    private let lock = NSLock()
+    private var created: [StandInDataTask] = []
+
+    func dataTask(with url: URL, completionHandler: @escaping (Data?, String?, Error?) -> Void) -> StandInDataTask {
+        let task = StandInDataTask(url: url, completion: completionHandler)
+        lock.withLock { created.append(task) }
+        return task
+    }
+
+    var tasks: [StandInDataTask] { lock.withLock { created } }
+
+    /// The last task created for `url`.
+    func task(for url: URL) -> StandInDataTask? {
+        lock.withLock { created.last { $0.url == url } }
+    }
+}
+
+/// Hands a value the test knows to be used safely to another thread.
+struct TokenUnchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension XCTestCase {
+    /// Runs `work` on a background thread; fails (instead of hanging) if it deadlocks.
+    func tokenRunWithoutDeadlock(timeout: TimeInterval = 10, _ work: @escaping @Sendable () -> Void) {
+        let finished = expectation(description: "finished without deadlock")
+        DispatchQueue.global().async {
+            work()
+            finished.fulfill()
+        }
+        wait(for: [finished], timeout: timeout)
+    }
+
+    /// Waits until `condition` holds, polling; fails after `timeout` seconds.
+    func tokenWaitUntil(
+        timeout: TimeInterval = 10, file: StaticString = #filePath, line: UInt = #line,
+        _ condition: () -> Bool
+    ) {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !condition() {
+            if Date() > deadline {
+                XCTFail("condition not met within \(timeout) s", file: file, line: line)
+                return
+            }
+            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
+        }
+    }
+}

@@ -1,0 +1,387 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import XCTest
+
+final class TokenTests: XCTestCase {
+    // MARK: State
+
+    func testNewTokenIsPendingAndCancelCompletesItCancelled() {
+        let request = CancellationRequest()
+        XCTAssertFalse(request.token.isCancelled)
+        XCTAssertFalse(request.token.isCompleted)
+        XCTAssertFalse(request.isCancelled)
+        request.cancel()
+        XCTAssertTrue(request.token.isCancelled)
+        XCTAssertTrue(request.token.isCompleted)
+        XCTAssertTrue(request.isCancelled)
+        XCTAssertEqual("\(request.token)", "CancellationToken(cancelled)")
+        XCTAssertEqual("\(request)", "CancellationRequest(cancelled)")
+    }
+
+    func testReleasingRequestCompletesTokenNotCancelled() {
+        var request: CancellationRequest? = CancellationRequest()
+        let token = request!.token
+        XCTAssertEqual("\(token)", "CancellationToken(pending)")
+        request = nil
+        XCTAssertTrue(token.isCompleted)
+        XCTAssertFalse(token.isCancelled)
+        XCTAssertEqual("\(token)", "CancellationToken(not cancelled)")
+    }
+
+    func testCheckCancellationThrowsOnlyOnceCancelled() throws {
+        let request = CancellationRequest()
+        try request.token.checkCancellation()
+        request.cancel()
+        XCTAssertThrowsError(try request.token.checkCancellation()) { error in
+            XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
+        }
+    }
+
+    // MARK: onCancel
+
+    func testOnCancelRunsOnceSynchronouslyOnCancellingThread() {
+        let request = CancellationRequest()
+        var runs = 0
+        var ranOnThisThread = false
+        let thread = Thread.current
+        request.token.onCancel {
+            runs += 1
+            ranOnThisThread = Thread.current == thread
+        }
+        request.cancel()
+        XCTAssertEqual(runs, 1)  // before cancel() returned
+        XCTAssertTrue(ranOnThisThread)
+        request.cancel()
+        XCTAssertEqual(runs, 1)
+    }
+
+    func testOnCancelRegisteredAfterCancellationRunsAtOnceExactlyOnce() {
+        let request = CancellationRequest()
+        request.cancel()
+        var runs = 0
+        let registration = request.token.onCancel { runs += 1 }
+        XCTAssertEqual(runs, 1)
+        request.cancel()
+        XCTAssertFalse(registration.remove())
+        XCTAssertEqual(runs, 1)
+    }
+
+    func testOnCancelHandlersRunInRegistrationOrder() {
+        let request = CancellationRequest()
+        var order: [Int] = []
+        for index in 0..<5 { request.token.onCancel { order.append(index) } }
+        request.cancel()
+        XCTAssertEqual(order, [0, 1, 2, 3, 4])
+    }
+
+    func testOnCancelWithQueueRunsOnThatQueue() {
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: "token.handler")
+        queue.setSpecific(key: key, value: 42)
+        let request = CancellationRequest()
+        let ran = expectation(description: "handler ran on its queue")
+        request.token.onCancel(on: queue) {
+            XCTAssertEqual(DispatchQueue.getSpecific(key: key), 42)
+            ran.fulfill()
+        }
+        request.cancel()
+        wait(for: [ran], timeout: 5)
+        let late = expectation(description: "late handler ran on its queue")
+        request.token.onCancel(on: queue) {
+            XCTAssertEqual(DispatchQueue.getSpecific(key: key), 42)
+            late.fulfill()
+        }
+        wait(for: [late], timeout: 5)
+    }
+
+    func testOnCancelIsSkippedWhenTokenCompletesNotCancelled() {
+        var request: CancellationRequest? = CancellationRequest()
+        var runs = 0
+        request!.token.onCancel { runs += 1 }
+        request = nil
+        XCTAssertEqual(runs, 0)
+    }
+
+    // MARK: onComplete
+
+    func testOnCompleteReceivesTrueWhenCancelled() {
+        let request = CancellationRequest()
+        var values: [Bool] = []
+        request.token.onComplete { values.append($0) }
+        request.cancel()
+        request.token.onComplete { values.append($0) }
+        XCTAssertEqual(values, [true, true])
+    }
+
+    func testOnCompleteReceivesFalseWhenRequestIsReleased() {
+        var request: CancellationRequest? = CancellationRequest()
+        let token = request!.token
+        var values: [Bool] = []
+        token.onComplete { values.append($0) }
+        request = nil
+        token.onComplete { values.append($0) }
+        XCTAssertEqual(values, [false, false])
+    }
+
+    func testOnCompleteWithQueueRunsOnThatQueue() {
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: "token.complete")
+        queue.setSpecific(key: key, value: 7)
+        let request = CancellationRequest()
+        let ran = expectation(description: "onComplete ran on its queue")
+        request.token.onComplete(on: queue) { cancelled in
+            XCTAssertTrue(cancelled)
+            XCTAssertEqual(DispatchQueue.getSpecific(key: key), 7)
+            ran.fulfill()
+        }
+        request.cancel()
+        wait(for: [ran], timeout: 5)
+    }
+
+    // MARK: Removing registrations
+
+    func testRemovedHandlerNeverRunsAndIsReleased() {
+        let request = CancellationRequest()
+        let released = TokenCounter()
+        var runs = 0
+        var registration: CancellationRegistration?
+        do {
+            let probe = TokenLeakProbe { released.increment() }
+            registration = request.token.onCancel {
+                probe.touch()
+                runs += 1
+            }
+        }
+        XCTAssertEqual(released.value, 0)
+        XCTAssertTrue(registration!.remove())
+        XCTAssertEqual(released.value, 1)
+        XCTAssertFalse(registration!.remove())
+        request.cancel()
+        XCTAssertEqual(runs, 0)
+    }
+
+    func testRegisterAndRemoveCyclesDoNotAccumulateHandlers() {
+        let request = CancellationRequest()
+        for _ in 0..<10_000 {
+            let registration = request.token.onCancel {}
+            registration.remove()
+        }
+        XCTAssertEqual(request.token.pendingHandlerCount, 0)
+        var kept: [CancellationRegistration] = []
+        for _ in 0..<100 { kept.append(request.token.onComplete { _ in }) }
+        for registration in kept.reversed() { XCTAssertTrue(registration.remove()) }
+        XCTAssertEqual(request.token.pendingHandlerCount, 0)
+    }
+
+    func testRemovingAMiddleRegistrationKeepsTheOthers() {
+        let request = CancellationRequest()
+        var order: [Int] = []
+        let registrations = (0..<5).map { index in request.token.onCancel { order.append(index) } }
+        registrations[1].remove()
+        registrations[3].remove()
+        request.cancel()
+        XCTAssertEqual(order, [0, 2, 4])
+    }
+
+    // MARK: Completion releases handlers (no leaks)
+
+    func testCompletionReleasesHandlersAndWhatTheyCaptured() {
+        let released = TokenCounter()
+        let request = CancellationRequest()
+        do {
+            let probeA = TokenLeakProbe { released.increment() }
+            let probeB = TokenLeakProbe { released.increment() }
+            request.token.onCancel { probeA.touch() }
+            request.token.onComplete { _ in probeB.touch() }
+        }
+        XCTAssertEqual(released.value, 0)
+        request.cancel()
+        XCTAssertEqual(released.value, 2)
+        XCTAssertEqual(request.token.pendingHandlerCount, 0)
+    }
+
+    func testReleasingRequestReleasesHandlersOfTokenKeptByTheTask() {
+        let released = TokenCounter()
+        var request: CancellationRequest? = CancellationRequest()
+        let token = request!.token  // the task keeps its token
+        do {
+            let probe = TokenLeakProbe { released.increment() }
+            token.onCancel { probe.touch() }
+            token.onComplete { _ in probe.touch() }
+        }
+        request = nil
+        XCTAssertEqual(released.value, 1)
+        XCTAssertEqual(token.pendingHandlerCount, 0)
+    }
+
+    func testTokenAndRequestAreFreedWithTheirHandlers() {
+        weak var weakToken: CancellationToken?
+        weak var weakRequest: CancellationRequest?
+        do {
+            let request = CancellationRequest()
+            weakRequest = request
+            weakToken = request.token
+            request.token.onCancel { [weak request] in _ = request }
+        }
+        XCTAssertNil(weakRequest)
+        XCTAssertNil(weakToken)
+    }
+
+    // MARK: register(_:) holds weakly
+
+    func testRegisteredCancellableIsCancelledOnce() {
+        let request = CancellationRequest()
+        let spy = TokenCancellableSpy()
+        request.token.register(spy)
+        XCTAssertEqual(spy.cancelCount, 0)
+        request.cancel()
+        request.cancel()
+        XCTAssertEqual(spy.cancelCount, 1)
+        XCTAssertTrue(spy.isCancelled)
+    }
+
+    func testRegisterHoldsTheCancellableWeakly() {
+        let request = CancellationRequest()
+        let freed = TokenCounter()
+        weak var weakSpy: TokenCancellableSpy?
+        do {
+            let spy = TokenCancellableSpy { freed.increment() }
+            weakSpy = spy
+            request.token.register(spy)
+        }
+        XCTAssertNil(weakSpy)
+        XCTAssertEqual(freed.value, 1)
+        request.cancel()  // nothing to cancel, no crash
+    }
+
+    func testRegisterAfterCancellationCancelsAtOnce() {
+        let request = CancellationRequest()
+        request.cancel()
+        let spy = TokenCancellableSpy()
+        request.token.register(spy)
+        XCTAssertEqual(spy.cancelCount, 1)
+    }
+
+    func testRegisterWithQueueCallsCancelOnThatQueue() {
+        let queue = DispatchQueue(label: "token.register")
+        queue.setSpecific(key: TokenCancellableSpy.queueKey, value: "token.register")
+        let request = CancellationRequest()
+        let spy = TokenCancellableSpy()
+        request.token.register(spy, on: queue)
+        request.cancel()
+        queue.sync {}
+        XCTAssertEqual(spy.cancelQueueLabels, ["token.register"])
+
+        let late = TokenCancellableSpy()
+        request.token.register(late, on: queue)
+        queue.sync {}
+        XCTAssertEqual(late.cancelQueueLabels, ["token.register"])
+    }
+
+    func testRegisterWithoutQueueCallsCancelSynchronously() {
+        let request = CancellationRequest()
+        let spy = TokenCancellableSpy()
+        request.token.register(spy)
+        request.cancel()
+        XCTAssertEqual(spy.cancelQueueLabels, [nil])
+    }
+
+    func testReleasedCancellablesAreSweptFromLongLivedToken() {
+        let request = CancellationRequest()
+        for _ in 0..<10_000 {
+            let spy = TokenCancellableSpy()
+            request.token.register(spy)
+        }
+        XCTAssertLessThan(request.token.pendingHandlerCount, 64)
+        let alive = (0..<100).map { _ in TokenCancellableSpy() }
+        for spy in alive { request.token.register(spy) }
+        for _ in 0..<1_000 { request.token.register(TokenCancellableSpy()) }
+        request.cancel()
+        XCTAssertTrue(alive.allSatisfy { $0.cancelCount == 1 })
+    }
+
+    func testRequestIsCancellableSoTokensCanBeLinked() {
+        let parent = CancellationRequest()
+        let child = CancellationRequest()
+        parent.token.register(child)
+        parent.cancel()
+        XCTAssertTrue(child.token.isCancelled)
+    }
+
+    // MARK: Reentrancy (no handler runs under the lock)
+
+    func testHandlerThatCancelsTheSameRequestDoesNotDeadlock() {
+        let request = CancellationRequest()
+        let runs = TokenCounter()
+        let box = TokenUnchecked(request)
+        request.token.onCancel {
+            box.value.cancel()
+            runs.increment()
+        }
+        tokenRunWithoutDeadlock { box.value.cancel() }
+        XCTAssertEqual(runs.value, 1)
+    }
+
+    func testHandlerThatRegistersOnTheSameTokenDoesNotDeadlock() {
+        let request = CancellationRequest()
+        let inner = TokenCounter()
+        let token = request.token
+        token.onCancel {
+            XCTAssertTrue(token.isCancelled)
+            XCTAssertTrue(token.isCompleted)
+            token.onCancel { inner.increment() }  // runs at once
+            token.onComplete { _ in inner.increment() }
+        }
+        let box = TokenUnchecked(request)
+        tokenRunWithoutDeadlock { box.value.cancel() }
+        XCTAssertEqual(inner.value, 2)
+    }
+
+    func testHandlerThatRemovesRegistrationsDoesNotDeadlock() {
+        let request = CancellationRequest()
+        let token = request.token
+        var later: CancellationRegistration?
+        var laterRan = false
+        token.onCancel { XCTAssertFalse(later!.remove()) }  // already taken out: runs anyway
+        later = token.onCancel { laterRan = true }
+        let box = TokenUnchecked(request)
+        tokenRunWithoutDeadlock { box.value.cancel() }
+        XCTAssertTrue(laterRan)
+    }
+
+    func testHandlerReleasingTheRequestDuringDeinitCompletionDoesNotDeadlock() {
+        var request: CancellationRequest? = CancellationRequest()
+        let token = request!.token
+        var seen: [Bool] = []
+        token.onComplete { cancelled in
+            seen.append(cancelled)
+            token.onComplete { seen.append($0) }
+            _ = token.isCompleted
+        }
+        request = nil
+        XCTAssertEqual(seen, [false, false])
+    }
+
+    // MARK: Each token has its own lock and runs its own handlers
+
+    func testSlowHandlerOfOneTokenDoesNotDelayAnotherToken() {
+        let slow = CancellationRequest()
+        let fast = CancellationRequest()
+        let release = DispatchSemaphore(value: 0)
+        let slowStarted = DispatchSemaphore(value: 0)
+        slow.token.onCancel {
+            slowStarted.signal()
+            release.wait()
+        }
+        let fastRan = TokenCounter()
+        fast.token.onCancel { fastRan.increment() }
+        let slowBox = TokenUnchecked(slow)
+        DispatchQueue.global().async { slowBox.value.cancel() }
+        XCTAssertEqual(slowStarted.wait(timeout: .now() + 5), .success)
+        fast.cancel()  // runs its handler at once although the other token's handler blocks
+        XCTAssertEqual(fastRan.value, 1)
+        XCTAssertTrue(slow.token.isCancelled)  // and the blocked token is still queryable
+        release.signal()
+    }
+}

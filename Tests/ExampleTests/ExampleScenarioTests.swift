@@ -1,0 +1,122 @@
+import CancellablePromiseKit
+import ExampleSupport
+import Foundation
+import XCTest
+
+/// Runs each scenario of the example and checks the order of its timeline (not the
+/// milliseconds, which depend on the machine).
+final class ExampleScenarioTests: XCTestCase {
+    private func run(_ start: (Timeline) -> Guarantee<Void>) -> [TimelineEvent] {
+        let timeline = Timeline()
+        let over = expectation(description: "scenario over")
+        start(timeline).done(on: nil) { over.fulfill() }
+        wait(for: [over], timeout: 20)
+        return timeline.events
+    }
+
+    private func index(
+        of kind: TimelineEvent.Kind, _ subject: String, in events: [TimelineEvent],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Int {
+        guard let found = events.firstIndex(where: { $0.kind == kind && $0.subject == subject }) else {
+            XCTFail("no \(kind) event for \(subject)", file: file, line: line)
+            return -1
+        }
+        return found
+    }
+
+    private func subjects(_ kind: TimelineEvent.Kind, in events: [TimelineEvent]) -> Set<String> {
+        Set(events.filter { $0.kind == kind }.map(\.subject))
+    }
+
+    func testMirrorsWinnerAnswersBeforeTheLosersCancelHandlersRunAndLosersNeverAnswer() {
+        let events = run { MirrorsScenario.run(timeline: $0) }
+
+        XCTAssertEqual(subjects(.finished, in: events), ["us-east"])
+        XCTAssertEqual(subjects(.failed, in: events), ["ap-south"])
+        XCTAssertEqual(subjects(.cancelHandler, in: events), ["eu-west", "sa-east"])
+
+        let won = index(of: .finished, "us-east", in: events)
+        let outcome = index(of: .outcome, "race", in: events)
+        for loser in ["eu-west", "sa-east"] {
+            let cancelled = index(of: .cancelHandler, loser, in: events)
+            XCTAssertLessThan(won, cancelled, "the winner answers before \(loser) is cancelled")
+            XCTAssertLessThan(cancelled, outcome, "\(loser) is cancelled before the race's handlers run")
+        }
+        XCTAssertTrue(events[outcome].message.hasPrefix("won by us-east"))
+        XCTAssertEqual(events.last?.subject, "(end)")
+        XCTAssertTrue(events.last?.message.contains("never answered") ?? false)
+    }
+
+    func testMirrorsTheFailedMirrorIsNotCancelledAndDoesNotWin() {
+        let events = run { MirrorsScenario.run(timeline: $0) }
+        XCTAssertLessThan(index(of: .failed, "ap-south", in: events), index(of: .finished, "us-east", in: events))
+        XCTAssertFalse(subjects(.cancelHandler, in: events).contains("ap-south"))
+    }
+
+    func testSubtasksCancelledHalfWayStopTheRunningStageAndNeverStartTheNextOne() {
+        let events = run { SubtasksScenario.run(timeline: $0) }
+
+        XCTAssertEqual(subjects(.finished, in: events), ["fetch users", "fetch orders"])
+        XCTAssertEqual(subjects(.cancelHandler, in: events), ["render charts", "render tables"])
+        XCTAssertFalse(subjects(.started, in: events).contains("upload report"))
+
+        let cancel = index(of: .cancelRequested, "caller", in: events)
+        XCTAssertLessThan(index(of: .finished, "fetch orders", in: events), cancel)
+        for stage in ["render charts", "render tables"] {
+            XCTAssertLessThan(index(of: .started, stage, in: events), cancel)
+            XCTAssertLessThan(cancel, index(of: .cancelHandler, stage, in: events))
+        }
+        let outcome = index(of: .outcome, "report", in: events)
+        XCTAssertLessThan(index(of: .cancelHandler, "render charts", in: events), outcome)
+        XCTAssertTrue(events[outcome].message.contains("CancellablePromiseError.cancelled"))
+    }
+
+    func testSubtasksReportCancelledBeforeItStartsRejectsAtOnceAndStopsBothFetches() {
+        let timeline = Timeline()
+        let report = SubtasksScenario.makeReport(timeline: timeline)
+        report.cancel()
+        XCTAssertEqual(report.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(subjects(.cancelHandler, in: timeline.events), ["fetch users", "fetch orders"])
+    }
+
+    func testAdoptCancelFromAnotherThreadSkipsLaterBodiesRunsObserversAndStopsTheTimer() {
+        let events = run { AdoptScenario.run(timeline: $0) }
+
+        XCTAssertTrue(events.filter { $0.kind == .body }.isEmpty, "no map/done body runs after cancel")
+        let cancel = index(of: .cancelRequested, "other thread", in: events)
+        XCTAssertLessThan(index(of: .finished, "login", in: events), cancel)
+        XCTAssertLessThan(cancel, index(of: .rejectedByCancel, "keep-alive", in: events))
+        XCTAssertFalse(subjects(.finished, in: events).contains("keep-alive"), "the attached timer was stopped")
+
+        let observers = events.enumerated().filter { $0.element.kind == .observer }
+        XCTAssertEqual(observers.count, 2, "ensure and catch(policy: .allErrors)")
+        XCTAssertTrue(observers.allSatisfy { $0.offset > cancel })
+        XCTAssertTrue(events.contains { $0.message == "cancel() returned; chain.isRejected: true" })
+
+        // A plain promise's work is not stopped: it finishes after the cancel, unused.
+        XCTAssertLessThan(cancel, index(of: .finished, "fetch profile", in: events))
+    }
+
+    func testRunnerPrintsHeadingIntroductionAndTimeline() {
+        let lines = Locked<[String]>([])
+        let over = expectation(description: "runner over")
+        ExampleRunner.run([.mirrors]) { line in lines.withLock { $0.append(line) } }.done(on: nil) { over.fulfill() }
+        wait(for: [over], timeout: 20)
+        let output = lines.withLock { $0 }
+        XCTAssertEqual(output.first, "== mirrors: race(fulfilled:autoCancel: true) of four simulated mirrors")
+        XCTAssertTrue(output.contains { $0.contains("race") && $0.contains("won by us-east") })
+    }
+}
+
+/// A tiny lock-protected box for collecting output from several threads.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
