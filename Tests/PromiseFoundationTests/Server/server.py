@@ -12,6 +12,7 @@ Endpoints (every request may carry ?id=<token>, used to find its events):
                              (defaults 100 chunks, 0.1 s, 1024 bytes: 10 s in all)
   GET  /status/<code>        <code> with body "status <code> body"
   POST/PUT /upload           200, body "received <byte count>"
+  POST     /slow             as GET /slow, after reading the request body
   GET  /events?id=X[&type=T][&wait=S]
                              JSON list of recorded events for X (of type T), waiting up to S
                              seconds for at least one
@@ -76,9 +77,12 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, "no such endpoint: " + path)
 
     def do_POST(self):
-        path, _ = self.query()
+        path, q = self.query()
         if path == "/upload":
             self.upload()
+        elif path == "/slow":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.slow(q)
         else:
             self.reply(404, "no such endpoint: " + path)
 
