@@ -18,7 +18,7 @@ private enum APIError: Error {
 private func login() -> Promise<User> {
     Promise { seal in
         DispatchQueue.global().async {
-            seal.fulfill(User(name: "mxcl", id: 1))
+            seal.fulfill(User(name: "guest", id: 1))
         }
     }
 }
@@ -127,7 +127,7 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
             text = "\(user.name):\(count)"
         }.catch { _ in }.finally { finished.fulfill() }
         wait(for: [finished], timeout: 10)
-        XCTAssertEqual(text, "mxcl:3")
+        XCTAssertEqual(text, "guest:3")
     }
 
     func testGuaranteeStyle() {
@@ -188,7 +188,7 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
 
     func testAsyncAwaitLikePromiseKit() async throws {
         let user = try await login().async()
-        XCTAssertEqual(user.name, "mxcl")
+        XCTAssertEqual(user.name, "guest")
         let value = await Guarantee.value(5).async()
         XCTAssertEqual(value, 5)
     }
