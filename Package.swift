@@ -19,7 +19,8 @@ let package = Package(
             dependencies: ["CancellablePromiseKit", "PromiseFoundation"],
             path: "Example/ExampleSupport"
         ),
-        .executableTarget(name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
+        .executableTarget(
+            name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
         .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit"]),

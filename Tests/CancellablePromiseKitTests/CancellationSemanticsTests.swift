@@ -16,12 +16,20 @@ final class CancellationSemanticsTests: XCTestCase {
             var ran: [String] = []
             let lock = NSLock()
             func note(_ s: String) { lock.withLock { ran.append(s) } }
-            let tail = head.then(on: queue) { v -> CancellablePromise<Int> in note("then"); return .value(v) }
-                .map(on: queue) { v -> Int in note("map"); return v }
-                .compactMap(on: queue) { v -> Int? in note("compactMap"); return v }
-                .get(on: queue) { _ in note("get") }
-                .recover(on: queue, policy: .allErrors) { _ -> CancellablePromise<Int> in note("recover"); return .value(0) }
-                .done(on: queue) { _ in note("done") }
+            let tail = head.then(on: queue) { v -> CancellablePromise<Int> in
+                note("then"); return .value(v)
+            }
+            .map(on: queue) { v -> Int in
+                note("map"); return v
+            }
+            .compactMap(on: queue) { v -> Int? in
+                note("compactMap"); return v
+            }
+            .get(on: queue) { _ in note("get") }
+            .recover(on: queue, policy: .allErrors) { _ -> CancellablePromise<Int> in
+                note("recover"); return .value(0)
+            }
+            .done(on: queue) { _ in note("done") }
             let ensured = expectation(description: "ensure")
             tail.ensure(on: queue) { ensured.fulfill() }.cauterize()
             tail.cancel()
@@ -164,7 +172,8 @@ final class CancellationSemanticsTests: XCTestCase {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         let context = screen.updateWeather(forCity: "Oslo")
-        backend.task("https://autocomplete.weather.com/Oslo", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "oslo"))
+        backend.task("https://autocomplete.weather.com/Oslo", AutoCompleteCity.self).succeed(
+            AutoCompleteCity(name: "oslo"))
         waitUntil { backend.wasStarted("https://forecast.weather.com/oslo") }
         context.cancel()
         XCTAssertTrue(backend.task("https://forecast.weather.com/oslo", WeatherResponse.self).isCancelled)
@@ -191,9 +200,11 @@ final class CancellationSemanticsTests: XCTestCase {
         var context: CancelContext!
         screen.updateUIStarted = { context.cancel() }
         context = screen.updateWeather(forCity: "Nice")
-        backend.task("https://autocomplete.weather.com/Nice", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "nice"))
+        backend.task("https://autocomplete.weather.com/Nice", AutoCompleteCity.self).succeed(
+            AutoCompleteCity(name: "nice"))
         waitUntil { backend.wasStarted("https://forecast.weather.com/nice") }
-        backend.task("https://forecast.weather.com/nice", WeatherResponse.self).succeed(WeatherResponse(temperature: 20))
+        backend.task("https://forecast.weather.com/nice", WeatherResponse.self).succeed(
+            WeatherResponse(temperature: 20))
         waitUntil { screen.refreshButton.stopCount == 1 }
         XCTAssertEqual(screen.shown, [WeatherInfo(text: "20°")])  // completed normally
         XCTAssertTrue(context.isCancelled)
@@ -204,7 +215,8 @@ final class CancellationSemanticsTests: XCTestCase {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         _ = screen.updateWeather(forCity: "Bern")
-        backend.task("https://autocomplete.weather.com/Bern", AutoCompleteCity.self).succeed(AutoCompleteCity(name: "bern"))
+        backend.task("https://autocomplete.weather.com/Bern", AutoCompleteCity.self).succeed(
+            AutoCompleteCity(name: "bern"))
         waitUntil { backend.wasStarted("https://forecast.weather.com/bern") }
         backend.task("https://forecast.weather.com/bern", WeatherResponse.self).succeed(WeatherResponse(temperature: 3))
         waitUntil { screen.refreshButton.stopCount == 1 }
@@ -332,9 +344,13 @@ final class CancellationSemanticsTests: XCTestCase {
         var seen: [String] = []
         head.tap(on: nil) { if case .rejected(let e) = $0, e.isCancelled { seen.append("tap") } }.cauterize()
         head.ensure(on: nil) { seen.append("ensure") }.cauterize()
-        head.ensureThen(on: nil) { seen.append("ensureThen"); return Guarantee() }.cauterize()
-        head.ensureThen(on: nil) { () -> CancellablePromise<Void> in seen.append("ensureThen cp"); return CancellablePromise() }
-            .cauterize()
+        head.ensureThen(on: nil) {
+            seen.append("ensureThen"); return Guarantee()
+        }.cauterize()
+        head.ensureThen(on: nil) { () -> CancellablePromise<Void> in
+            seen.append("ensureThen cp"); return CancellablePromise()
+        }
+        .cauterize()
         head.catch(on: nil, policy: .allErrors) { if $0.isCancelled { seen.append("catch") } }
             .finally(on: nil) { seen.append("finally") }
         head.catch(on: nil) { _ in seen.append("default catch") }

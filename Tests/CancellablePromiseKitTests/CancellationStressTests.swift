@@ -67,12 +67,16 @@ final class CancellationStressTests: XCTestCase {
                 if round.cancelClosureCalls != 0 { problems.append("cancel closure called though the fulfil won") }
             case .rejected(let error)?:
                 if error as? CancellablePromiseError != .cancelled { problems.append("head rejected with \(error)") }
-                if round.cancelClosureCalls != 1 { problems.append("cancel won but its closure ran \(round.cancelClosureCalls) times") }
+                if round.cancelClosureCalls != 1 {
+                    problems.append("cancel won but its closure ran \(round.cancelClosureCalls) times")
+                }
                 if round.bodyRuns != 0 { problems.append("body ran after cancel") }
             case nil:
                 problems.append("head pending")
             }
-            if round.fulfilAfterCancelReturned && round.bodyRuns != 0 { problems.append("body ran though cancel() had returned") }
+            if round.fulfilAfterCancelReturned && round.bodyRuns != 0 {
+                problems.append("body ran though cancel() had returned")
+            }
             if tailResult == nil { problems.append("tail pending") }
             if case .fulfilled? = tailResult, round.bodyRuns != 1 { problems.append("tail fulfilled without body") }
             if !head.isCancelled { problems.append("isCancelled false after cancel") }

@@ -86,7 +86,9 @@ final class FakeBackend: @unchecked Sendable {
     }
 
     /// The task started under `name`; fails the test if there is none.
-    func task<T>(_ name: String, _ type: T.Type = T.self, file: StaticString = #filePath, line: UInt = #line)
+    func task<T>(
+        _ name: String, _ type: T.Type = T.self, file: StaticString = #filePath, line: UInt = #line
+    )
         -> FakeTask<T>
     {
         let task = lock.withLock { started[name] } as? FakeTask<T>

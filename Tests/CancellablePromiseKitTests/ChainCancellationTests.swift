@@ -98,7 +98,9 @@ final class ChainCancellationTests: XCTestCase {
             let tail = cp.map(on: nil) { $0 + 1 }
             var settledCount = 0
             let lock = NSLock()
-            tail.tap(on: nil) { _ in lock.lock(); settledCount += 1; lock.unlock() }.cauterize()
+            tail.tap(on: nil) { _ in
+                lock.lock(); settledCount += 1; lock.unlock()
+            }.cauterize()
             DispatchQueue.concurrentPerform(iterations: 9) { i in
                 if i == 0 { resolver.fulfill(1) } else { tail.cancel() }
             }

@@ -250,9 +250,11 @@ final class Seed000ExampleTests: XCTestCase {
            the chain will be cancelled immediately, and the 'fetch' will not be executed.  If 'cancel()'
            is called during the 'fetch' then both the 'fetch' itself and the promise chain will be
            cancelled immediately. */
-        let promise = cancellable(firstly {
-            screen.login()
-        }).then { creds in
+        let promise = cancellable(
+            firstly {
+                screen.login()
+            }
+        ).then { creds in
             cancellable(screen.fetch(avatar: creds.user))
         }.done { image in
             screen.imageView = image
@@ -404,6 +406,7 @@ final class Seed000ExampleTests: XCTestCase {
         waitUntil { !foos.isEmpty }
         XCTAssertEqual(foos, [Foo(id: 7)])
         context.cancel()  // settled: nothing left to cancel
-        XCTAssertEqual(backend.task("data \(url.absoluteString)", (data: Data, response: String).self).cancelCount.value, 0)
+        XCTAssertEqual(
+            backend.task("data \(url.absoluteString)", (data: Data, response: String).self).cancelCount.value, 0)
     }
 }

@@ -5,8 +5,8 @@
 // name says otherwise, so the numbers are the library's own cost.
 
 import Benchmark
-import Dispatch
 import CancellablePromiseKit
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
