@@ -159,7 +159,7 @@ final class TokenSeed003ExampleTests: XCTestCase {
         request.cancel()
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(task.cancelCount, 1)
-        tokenWaitUntil { task.state == .completed }  // its own cancel error comes later, ignored
+        waitUntil { task.state == .completed }  // its own cancel error comes later, ignored
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 

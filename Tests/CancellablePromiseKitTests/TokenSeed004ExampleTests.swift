@@ -198,7 +198,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
         controller.viewWillDisappear(true)
         XCTAssertEqual(first.cancelCount, 0)
         XCTAssertEqual(second.cancelCount, 1)
-        tokenWaitUntil { controller.results.all.count == 2 }
+        waitUntil { controller.results.all.count == 2 }
         XCTAssertEqual(controller.results.all.first?.isFulfilled, true)
     }
 

@@ -148,29 +148,3 @@ struct TokenUnchecked<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-extension XCTestCase {
-    /// Runs `work` on a background thread; fails (instead of hanging) if it deadlocks.
-    func tokenRunWithoutDeadlock(timeout: TimeInterval = 10, _ work: @escaping @Sendable () -> Void) {
-        let finished = expectation(description: "finished without deadlock")
-        DispatchQueue.global().async {
-            work()
-            finished.fulfill()
-        }
-        wait(for: [finished], timeout: timeout)
-    }
-
-    /// Waits until `condition` holds, polling; fails after `timeout` seconds.
-    func tokenWaitUntil(
-        timeout: TimeInterval = 10, file: StaticString = #filePath, line: UInt = #line,
-        _ condition: () -> Bool
-    ) {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while !condition() {
-            if Date() > deadline {
-                XCTFail("condition not met within \(timeout) s", file: file, line: line)
-                return
-            }
-            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
-        }
-    }
-}

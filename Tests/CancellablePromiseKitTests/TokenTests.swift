@@ -319,7 +319,7 @@ final class TokenTests: XCTestCase {
             box.value.cancel()
             runs.increment()
         }
-        tokenRunWithoutDeadlock { box.value.cancel() }
+        runWithoutDeadlock { box.value.cancel() }
         XCTAssertEqual(runs.value, 1)
     }
 
@@ -334,7 +334,7 @@ final class TokenTests: XCTestCase {
             token.onComplete { _ in inner.increment() }
         }
         let box = TokenUnchecked(request)
-        tokenRunWithoutDeadlock { box.value.cancel() }
+        runWithoutDeadlock { box.value.cancel() }
         XCTAssertEqual(inner.value, 2)
     }
 
@@ -346,7 +346,7 @@ final class TokenTests: XCTestCase {
         token.onCancel { XCTAssertFalse(later!.remove()) }  // already taken out: runs anyway
         later = token.onCancel { laterRan = true }
         let box = TokenUnchecked(request)
-        tokenRunWithoutDeadlock { box.value.cancel() }
+        runWithoutDeadlock { box.value.cancel() }
         XCTAssertTrue(laterRan)
     }
 
