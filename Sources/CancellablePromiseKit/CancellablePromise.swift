@@ -190,7 +190,7 @@ extension CancellablePromise: CancelMember, PromiseAttachment {
     }
 
     func rejectForCancel(_ error: Error) -> Unblocked {
-        promise.settle(.rejected(error))
+        promise.settle(rejected: error)
     }
 
     /// The wrapped promise settled: leave the context, releasing the cancel closure.

@@ -198,3 +198,18 @@ package func dispatchStep(
     }
     return .none
 }
+
+/// A continuation that settles `target` as its source settled; used by `follow(_:)`.
+final class Follower<T>: Continuation, @unchecked Sendable {
+    private var target: Promise<T>?
+
+    init(_ target: Promise<T>) {
+        self.target = target
+    }
+
+    func resume(from source: AnyObject) -> Unblocked {
+        guard let target else { return .none }
+        self.target = nil
+        return target.settle(as: unsafeDowncast(source, to: Promise<T>.self))
+    }
+}

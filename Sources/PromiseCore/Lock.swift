@@ -40,6 +40,17 @@ let lockWordOffset: Int = {
     return (header + align - 1) / align * align
 }()
 
+/// Inline storage for a promise's value: the second stored property of `Promise`.
+package typealias ValueBuffer = (Int, Int, Int)
+
+/// Offset of `Promise`'s value buffer, the stored property after the lock word.
+@usableFromInline
+let valueBufferOffset: Int = {
+    let end = lockWordOffset + MemoryLayout<LockWord>.size
+    let align = MemoryLayout<ValueBuffer>.alignment
+    return (end + align - 1) / align * align
+}()
+
 /// Returns the address of the lock word stored as the first property of `object`'s root class.
 @inline(__always)
 package func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {

@@ -28,29 +28,53 @@ import Dispatch
 public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     // The lock word must remain the first stored property: see Lock.swift.
     private final var lockWord = makeLockWord()
-    /// `nil` while pending. Written once, under the lock.
-    private final var storedResult: Result<T>?
-    /// `storedResult != nil`, kept as a plain flag: testing it needs no generic metadata, while
-    /// testing `storedResult` looks up `Result<T>?`'s metadata at run time on every call (the
-    /// core's generic code is not specialized in client modules). Written with `storedResult`.
-    private final var isSettled = false
+    // The outcome is kept as a value buffer and an error field rather than as a `Result<T>?`:
+    // the core's generic code is not specialized in client modules, and every copy or test of a
+    // `Result<T>`, of a `Result<T>?` or even of a `T?` there looks up that type's metadata at run
+    // time (a few hundred instructions each), while `T`'s comes with the class. The value lives
+    // in `valueBuffer` (or, for a large `T`, in an allocation it points to), addressed through
+    // the object pointer like the lock word, and is accessed only through `valuePointer`: it is
+    // initialized when the promise is fulfilled and destroyed by `deinit`. The fields are written
+    // once, under the lock, before `isSettled`.
+    /// The value's storage; must remain the second stored property (see `valueBufferOffset`).
+    @exclusivity(unchecked) private final var valueBuffer: ValueBuffer = (0, 0, 0)
+    /// The error, once rejected. Settled with no error means fulfilled: `valuePointer` holds
+    /// the value.
+    @exclusivity(unchecked) private final var storedError: (any Error)?
+    /// `true` once settled; a plain flag, so testing it needs no generic metadata.
+    @exclusivity(unchecked) private final var isSettled = false
     /// Steps waiting for this promise; moved out when it settles.
-    private final var handlers = Handlers()
+    @exclusivity(unchecked) private final var handlers = Handlers()
     /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
-    private final var attachment: (any PromiseAttachment)?
+    @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
     init(pending: ()) {}
 
     /// Creates a settled promise.
     init(settled result: Result<T>) {
-        storedResult = result
+        switch result {
+        case .fulfilled(let value): initializeValue(value)
+        case .rejected(let error): storedError = error
+        }
+        isSettled = true
+    }
+
+    /// Creates a fulfilled promise.
+    init(fulfilled value: T) {
+        initializeValue(value)
+        isSettled = true
+    }
+
+    /// Creates a rejected promise.
+    init(rejected error: any Error) {
+        storedError = error
         isSettled = true
     }
 
     /// Creates a promise rejected with `error`.
     public convenience init(error: Error) {
-        self.init(settled: .rejected(error))
+        self.init(rejected: error)
     }
 
     /// Creates a promise that resolves as `bridge` does.
@@ -77,7 +101,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Returns a fulfilled promise.
     public static func value(_ value: T) -> Promise<T> {
-        Promise(settled: .fulfilled(value))
+        Promise(fulfilled: value)
     }
 
     /// Returns a pending promise, without a resolver (the caller settles it with `resolve`).
@@ -96,7 +120,65 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         if !handlers.isEmpty {
             teardown(&handlers)
         }
+        if isSettled && storedError == nil {
+            destroyValue()
+        }
         lockWordDestroy(lockWordPointer(self))
+    }
+
+    // MARK: Value storage
+
+    /// Whether a `T` fits in `valueBuffer`; otherwise the buffer holds a pointer to it.
+    @inline(__always) private static var storesValueInline: Bool {
+        MemoryLayout<T>.size <= MemoryLayout<ValueBuffer>.size
+            && MemoryLayout<T>.alignment <= MemoryLayout<ValueBuffer>.alignment
+    }
+
+    /// The address of `valueBuffer`.
+    @inline(__always) private final var valueBufferPointer: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque()).advanced(by: valueBufferOffset)
+    }
+
+    /// The address of the value; only once `initializeValue` has run.
+    @inline(__always) private final var valuePointer: UnsafeMutablePointer<T> {
+        let buffer = valueBufferPointer
+        if Self.storesValueInline { return buffer.assumingMemoryBound(to: T.self) }
+        return buffer.load(as: UnsafeMutablePointer<T>.self)
+    }
+
+    /// Stores the value; once, before the promise is marked settled.
+    @inline(__always) private final func initializeValue(_ value: T) {
+        let buffer = valueBufferPointer
+        if Self.storesValueInline {
+            buffer.bindMemory(to: T.self, capacity: 1).initialize(to: value)
+        } else {
+            let pointer = UnsafeMutablePointer<T>.allocate(capacity: 1)
+            pointer.initialize(to: value)
+            buffer.storeBytes(of: pointer, as: UnsafeMutablePointer<T>.self)
+        }
+    }
+
+    /// The addresses of the stored lock word and value buffer as Swift sees them; used by tests
+    /// to check the offsets.
+    package final func _storedFieldAddresses() -> (lockWord: UnsafeMutableRawPointer, valueBuffer: UnsafeMutableRawPointer) {
+        (
+            withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) },
+            withUnsafeMutablePointer(to: &valueBuffer) { UnsafeMutableRawPointer($0) }
+        )
+    }
+
+    /// The address `valuePointer` uses for `valueBuffer`; used by tests.
+    package final func _valueBufferAddress() -> UnsafeMutableRawPointer { valueBufferPointer }
+
+    /// Destroys the value stored by `initializeValue`.
+    private final func destroyValue() {
+        if Self.storesValueInline {
+            valueBufferPointer.assumingMemoryBound(to: T.self).deinitialize(count: 1)
+        } else {
+            let pointer = valueBufferPointer.load(as: UnsafeMutablePointer<T>.self)
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+        }
     }
 
     // MARK: State
@@ -107,27 +189,74 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// The result, or `nil` while pending. Safe from any thread.
     public final var result: Result<T>? {
         lock()
-        let r = storedResult
-        unlock()
-        return r
+        defer { unlock() }
+        guard isSettled else { return nil }
+        if let storedError { return .rejected(storedError) }
+        return .fulfilled(valuePointer.pointee)
     }
 
     /// The result of a promise known to be settled, read without the lock. Only valid in a
     /// step that was resumed for this promise (settling happened-before the resume).
     @inline(__always) package final var settledResult: Result<T> {
-        storedResult!
+        if let storedError { return .rejected(storedError) }
+        return .fulfilled(valuePointer.pointee)
+    }
+
+    /// The error of a promise known to be settled (`nil` if it was fulfilled), read without the
+    /// lock; same rule as `settledResult`.
+    @inline(__always) package final var settledError: (any Error)? {
+        storedError
+    }
+
+    /// The value of a promise known to be fulfilled, read without the lock; same rule as
+    /// `settledResult`.
+    @inline(__always) package final var settledValue: T {
+        valuePointer.pointee
     }
 
     /// Settles the promise if it is pending and returns the handlers to run; returns nothing
     /// when it had already settled (the call is then a no-op).
     @inline(__always)
     package final func settle(_ result: Result<T>) -> Unblocked {
+        switch result {
+        case .fulfilled(let value): return settle(fulfilled: value)
+        case .rejected(let error): return settle(rejected: error)
+        }
+    }
+
+    /// `settle(.fulfilled(value))`, without building a `Result`.
+    package final func settle(fulfilled value: T) -> Unblocked {
         lock()
         guard !isSettled else {
             unlock()
             return .none
         }
-        storedResult = result
+        initializeValue(value)
+        return settleLocked()
+    }
+
+    /// `settle(.rejected(error))`, without building a `Result`.
+    package final func settle(rejected error: any Error) -> Unblocked {
+        lock()
+        guard !isSettled else {
+            unlock()
+            return .none
+        }
+        storedError = error
+        return settleLocked()
+    }
+
+    /// Settles as `source`, a promise known to be settled (see `settledResult`).
+    @inline(__always)
+    package final func settle(as source: Promise<T>) -> Unblocked {
+        if let error = source.storedError { return settle(rejected: error) }
+        return settle(fulfilled: source.valuePointer.pointee)
+    }
+
+    /// Marks the promise settled (the value or error is stored), unlocks, and returns what
+    /// settling released.
+    @inline(__always)
+    private final func settleLocked() -> Unblocked {
         isSettled = true
         let released = handlers
         handlers = Handlers()
@@ -168,7 +297,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Makes `target` settle as this promise does. Returns what settling released, when this
     /// promise was already settled.
     package final func follow(_ target: Promise<T>) -> Unblocked {
-        observe(ClosureContinuation<T> { target.settle($0) })
+        observe(Follower<T>(target))
     }
 
     /// Moves out this promise's handlers; only while the caller holds its last reference.
@@ -264,12 +393,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 extension Promise where T == Void {
     /// Creates a promise fulfilled with `()`.
     public convenience init() {
-        self.init(settled: .fulfilled(()))
+        self.init(fulfilled: ())
     }
 
     /// A promise fulfilled with `()`.
     public static var value: Promise<Void> {
-        Promise(settled: .fulfilled(()))
+        Promise(fulfilled: ())
     }
 }
 

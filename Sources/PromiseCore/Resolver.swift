@@ -20,12 +20,12 @@ public final class Resolver<T>: @unchecked Sendable {
 
     /// Fulfils the promise with `value`.
     public func fulfill(_ value: T) {
-        promise.resolve(.fulfilled(value))
+        drain(promise.settle(fulfilled: value))
     }
 
     /// Rejects the promise with `error`.
     public func reject(_ error: Error) {
-        promise.resolve(.rejected(error))
+        drain(promise.settle(rejected: error))
     }
 
     /// Settles the promise with `result`.

@@ -5,7 +5,7 @@ import Dispatch
 
 /// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
 final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
-    private var transform: ((T) throws -> U)?
+    @exclusivity(unchecked) private var transform: ((T) throws -> U)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
 
@@ -17,14 +17,14 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     }
 
     func resume(from source: AnyObject) -> Unblocked {
-        switch unsafeDowncast(source, to: Promise<T>.self).settledResult {
-        case .rejected(let error):
+        let source = unsafeDowncast(source, to: Promise<T>.self)
+        if let error = source.settledError {
             transform = nil
-            return settle(.rejected(error))
-        case .fulfilled(let value):
-            guard let queue else { return run(value) }
-            return dispatchStep(on: queue, flags: flags) { self.run(value) }
+            return settle(rejected: error)
         }
+        let value = source.settledValue
+        guard let queue else { return run(value) }
+        return dispatchStep(on: queue, flags: flags) { self.run(value) }
     }
 
     private func run(_ value: T) -> Unblocked {
@@ -33,9 +33,9 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
         // Settled already (rejected by a cancellation): the body must not start.
         guard isPendingLocked else { return .none }
         do {
-            return settle(.fulfilled(try transform(value)))
+            return settle(fulfilled: try transform(value))
         } catch {
-            return settle(.rejected(error))
+            return settle(rejected: error)
         }
     }
 
@@ -46,11 +46,11 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
 
 /// `then`: runs a body returning a promise, then follows that promise.
 final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sendable {
-    private var body: ((T) throws -> R)?
+    @exclusivity(unchecked) private var body: ((T) throws -> R)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
     /// Set once the body has returned: further resumes come from the returned promise.
-    private var following = false
+    @exclusivity(unchecked) private var following = false
 
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
         self.body = body
@@ -61,16 +61,16 @@ final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sen
 
     func resume(from source: AnyObject) -> Unblocked {
         if following {
-            return settle(unsafeDowncast(source, to: Promise<R.T>.self).settledResult)
+            return settle(as: unsafeDowncast(source, to: Promise<R.T>.self))
         }
-        switch unsafeDowncast(source, to: Promise<T>.self).settledResult {
-        case .rejected(let error):
+        let source = unsafeDowncast(source, to: Promise<T>.self)
+        if let error = source.settledError {
             body = nil
-            return settle(.rejected(error))
-        case .fulfilled(let value):
-            guard let queue else { return run(value) }
-            return dispatchStep(on: queue, flags: flags) { self.run(value) }
+            return settle(rejected: error)
         }
+        let value = source.settledValue
+        guard let queue else { return run(value) }
+        return dispatchStep(on: queue, flags: flags) { self.run(value) }
     }
 
     private func run(_ value: T) -> Unblocked {
@@ -81,12 +81,12 @@ final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sen
         let returned: Promise<R.T>
         do {
             let rv = try body(value)
-            if rv === self { return settle(.rejected(PMKError.returnedSelf)) }
+            if rv === self { return settle(rejected: PMKError.returnedSelf) }
             returned = rv.asPromise()
         } catch {
-            return settle(.rejected(error))
+            return settle(rejected: error)
         }
-        if returned === self { return settle(.rejected(PMKError.returnedSelf)) }
+        if returned === self { return settle(rejected: PMKError.returnedSelf) }
         following = true
         return returned.observe(self)
     }
@@ -108,14 +108,14 @@ package enum StepOutcome<U> {
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
 /// the body must run for it, and decides this promise's outcome.
 package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
-    private var body: ((Result<T>) throws -> StepOutcome<U>)?
+    @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
     private let hop: HopRule
     /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
     /// settled by a cancellation; other steps do not start then.
     private let isObserver: Bool
-    private var following = false
+    @exclusivity(unchecked) private var following = false
 
     package init(
         queue: DispatchQueue?,
@@ -134,7 +134,7 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
 
     package func resume(from source: AnyObject) -> Unblocked {
         if following {
-            return settle(unsafeDowncast(source, to: Promise<U>.self).settledResult)
+            return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         guard let queue, hop.runsBody(for: result) else { return run(result) }
@@ -150,12 +150,12 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
             case .result(let outcome):
                 return settle(outcome)
             case .follow(let promise):
-                if promise === self { return settle(.rejected(PMKError.returnedSelf)) }
+                if promise === self { return settle(rejected: PMKError.returnedSelf) }
                 following = true
                 return promise.observe(self)
             }
         } catch {
-            return settle(.rejected(error))
+            return settle(rejected: error)
         }
     }
 
@@ -184,7 +184,7 @@ final class FollowStep<T>: Promise<T>, Continuation, @unchecked Sendable {
     init() { super.init(pending: ()) }
 
     func resume(from source: AnyObject) -> Unblocked {
-        settle(unsafeDowncast(source, to: Promise<T>.self).settledResult)
+        settle(as: unsafeDowncast(source, to: Promise<T>.self))
     }
 
     static func popForTeardown(_ stack: inout [any Continuation]) {

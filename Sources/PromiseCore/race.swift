@@ -17,7 +17,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
                 n += 1
                 return n == count
             }
-            return all ? settle(.rejected(PMKError.noWinner)) : .none
+            return all ? settle(rejected: PMKError.noWinner) : .none
         }
         let released = settle(result)
         if released.source != nil { onWin?(index) }

@@ -88,7 +88,9 @@ final class AsyncStressTests: XCTestCase {
             XCTAssertNotNil(promises[index].result, "promise \(index) still pending")
             XCTAssertLessThanOrEqual(cancelClosureCalls[index].value, 1)
             if outcomes[index] == .cancelled {
-                XCTAssertEqual(promises[index].error as? CancellablePromiseError, .cancelled)
+                // The awaited map step was cancelled; the head may still have been fulfilled
+                // first (a fulfil that wins the head's lock, with the step still pending).
+                XCTAssertTrue(promises[index].isCancelled)
             }
         }
     }

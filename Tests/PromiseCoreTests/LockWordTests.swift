@@ -10,6 +10,45 @@ final class LockWordTests: XCTestCase {
         XCTAssertEqual(cell._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(cell)))
     }
 
+    /// `Promise` addresses its lock word and its value buffer (the first two stored properties)
+    /// through the object pointer too.
+    func testPromiseFieldOffsets() {
+        let promise = Promise<Int>.makePending()
+        let stored = promise._storedFieldAddresses()
+        XCTAssertEqual(stored.lockWord, UnsafeMutableRawPointer(lockWordPointer(promise)))
+        XCTAssertEqual(stored.valueBuffer, promise._valueBufferAddress())
+        let step = promise.map(on: nil) { "\($0)" }
+        XCTAssertEqual(step._storedFieldAddresses().valueBuffer, step._valueBufferAddress())
+    }
+
+    /// Values stored inline and values too large for the buffer (kept in an allocation) are
+    /// copied out intact and destroyed with their promise.
+    func testPromiseValueStorage() {
+        final class Token {}
+        struct Large { var a: Token; var b = 1, c = 2, d = 3, e = "large" }
+        weak var weakInline: Token?
+        weak var weakLarge: Token?
+        do {
+            let inline = Token()
+            weakInline = inline
+            let large = Large(a: Token())
+            weakLarge = large.a
+            let (p1, r1) = Promise<Token>.pending()
+            let (p2, r2) = Promise<Large>.pending()
+            let m2 = p2.map(on: nil) { $0 }
+            r1.fulfill(inline)
+            r2.fulfill(large)
+            XCTAssertTrue(p1.value === inline)
+            XCTAssertTrue(m2.value?.a === large.a)
+            XCTAssertEqual(m2.value?.e, "large")
+            XCTAssertEqual(Promise.value(large).value?.d, 3)
+            XCTAssertEqual(Promise<(Int, Int, Int, Int)>.value((1, 2, 3, 4)).value?.3, 4)
+            XCTAssertNotNil(Promise<String>(error: PMKError.badInput).error)
+        }
+        XCTAssertNil(weakInline)
+        XCTAssertNil(weakLarge)
+    }
+
     func testLockedSerialisesAccessFromManyThreads() {
         let cell = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
