@@ -50,7 +50,7 @@ public final class CancelContext: @unchecked Sendable {
     private var lockWord = makeLockWord()
     private var forward: CancelContext?
     private var error: Error?
-    private var members: [any CancelMember] = []
+    private var members = MemberList()
 
     /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
     /// are cancelled together.
@@ -77,7 +77,7 @@ public final class CancelContext: @unchecked Sendable {
         }
         root.error = error
         let taken = root.members
-        root.members = []
+        root.members = MemberList()
         let actions = CancelActions(rejecting: taken, with: error)
         root.unlock()
         actions.run()
@@ -110,12 +110,11 @@ public final class CancelContext: @unchecked Sendable {
         }
         member.earlierWrapper = earlierWrapper
         if let error = root.error {
-            let actions = CancelActions(rejecting: [member], with: error)
+            let actions = CancelActions(rejecting: MemberList(member), with: error)
             root.unlock()
             actions.run()
             return
         }
-        member.memberIndex = root.members.count
         root.members.append(member)
         root.unlock()
     }
@@ -123,14 +122,7 @@ public final class CancelContext: @unchecked Sendable {
     /// Unlists a member whose promise settled, releasing its cancel closure.
     func remove(_ member: any CancelMember) {
         let root = lockRoot()
-        let index = member.memberIndex
-        if index >= 0, index < root.members.count, root.members[index] === member {
-            let last = root.members.removeLast()
-            if index < root.members.count {
-                root.members[index] = last
-                last.memberIndex = index
-            }
-        }
+        root.members.remove(member)
         member.memberIndex = settled
         let body = member.takeCancelBody()
         let earlier = member.earlierWrapper
@@ -153,21 +145,22 @@ public final class CancelContext: @unchecked Sendable {
                 continue  // joined elsewhere meanwhile: retry with the new roots
             }
             from.forward = to
-            let moved = from.members
-            from.members = []
+            var moved = MemberList()
+            from.members.forEach { moved.appendUnindexed($0) }
+            from.members = MemberList()
             let fromError = from.error
             from.unlock()
 
+            // A member that settled while between the two lists marked itself `settled`.
+            var pending = MemberList()
             let target = to.lockRoot()
+            moved.forEach { if $0.memberIndex != settled { pending.appendUnindexed($0) } }
             if let error = target.error {
-                let actions = CancelActions(rejecting: moved.filter { $0.memberIndex != settled }, with: error)
+                let actions = CancelActions(rejecting: pending, with: error)
                 target.unlock()
                 actions.run()
             } else {
-                for member in moved where member.memberIndex != settled {
-                    member.memberIndex = target.members.count
-                    target.members.append(member)
-                }
+                pending.forEach { target.members.append($0) }
                 target.unlock()
                 if let fromError { target.cancel(with: fromError) }
             }
@@ -212,37 +205,92 @@ extension CancelContext: Hashable {
 /// only released, outside the lock.
 private struct CancelActions {
     private var bodies: [() -> Void] = []
+    private var singleBody: (() -> Void)?
     private var released: [Unblocked] = []
     private var single: Unblocked?
     private var discarded: [() -> Void] = []
 
-    init(rejecting members: [any CancelMember], with error: Error) {
+    init(rejecting members: MemberList, with error: Error) {
         if members.count == 1 {
-            single = reject(members[0], with: error)
+            members.forEach { single = reject($0, with: error) }
             return
         }
         released.reserveCapacity(members.count)
-        for member in members {
-            released.append(reject(member, with: error))
-        }
+        members.forEach { released.append(reject($0, with: error)) }
     }
 
     private mutating func reject(_ member: any CancelMember, with error: Error) -> Unblocked {
         member.memberIndex = unlisted
         let unblocked = member.rejectForCancel(error)
         if let body = member.takeCancelBody() {
-            if unblocked.source != nil {
-                bodies.append(body)
+            if unblocked.source == nil {
+                discarded.append(body)  // settled already: not called, released after the lock
+            } else if singleBody == nil {
+                singleBody = body
             } else {
-                discarded.append(body)  // settled already: not called
+                bodies.append(body)
             }
         }
         return unblocked
     }
 
     func run() {
+        singleBody?()
         for body in bodies { body() }
         if let single { drain(single) }
         for unblocked in released { drain(unblocked) }
+    }
+}
+
+/// The pending members of a context. The first is stored inline (index 0), so a context with
+/// one task allocates no array; the others are at `index - 1` in `rest`. Guarded by the
+/// context's lock, like the members' `memberIndex`.
+struct MemberList {
+    private var first: (any CancelMember)?
+    private var rest: [any CancelMember] = []
+
+    init() {}
+
+    init(_ member: any CancelMember) {
+        first = member
+    }
+
+    var count: Int { (first == nil ? 0 : 1) + rest.count }
+
+    /// Lists `member`, recording its index in it.
+    mutating func append(_ member: any CancelMember) {
+        if first == nil {
+            member.memberIndex = 0
+            first = member
+        } else {
+            member.memberIndex = rest.count + 1
+            rest.append(member)
+        }
+    }
+
+    /// Lists `member` without touching its index (a temporary list).
+    mutating func appendUnindexed(_ member: any CancelMember) {
+        if first == nil { first = member } else { rest.append(member) }
+    }
+
+    /// Unlists `member` if it is listed here; the last member takes its place.
+    mutating func remove(_ member: any CancelMember) {
+        let index = member.memberIndex
+        if index == 0 {
+            if let first, first === member { self.first = nil }
+            return
+        }
+        let position = index - 1
+        guard position >= 0, position < rest.count, rest[position] === member else { return }
+        let last = rest.removeLast()
+        if position < rest.count {
+            rest[position] = last
+            last.memberIndex = index
+        }
+    }
+
+    func forEach(_ body: (any CancelMember) -> Void) {
+        if let first { body(first) }
+        for member in rest { body(member) }
     }
 }
