@@ -198,7 +198,8 @@ extension CancellablePromise {
             promise.ensureThen(on: on, flags: flags) {
                 let next = body()
                 self.adopt(next)
-                return Guarantee(promise: next.promise.step(on: nil, flags: nil, hop: .never) { _ in .result(.fulfilled(())) })
+                return Guarantee(
+                    promise: next.promise.step(on: nil, flags: nil, hop: .never) { _ in .result(.fulfilled(())) })
             })
     }
 
@@ -217,7 +218,9 @@ extension CancellablePromise where T == Void {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
-        step { promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in body(error) } }
+        step {
+            promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in body(error) }
+        }
     }
 
     /// Recovers from a rejection with a throwing body.

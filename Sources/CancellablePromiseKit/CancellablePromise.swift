@@ -265,7 +265,8 @@ extension Guarantee {
     /// `after`) is stopped.
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         let task = promise.attachedCancellation
-        return CancellablePromise(member: promise.follower(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
+        return CancellablePromise(
+            member: promise.follower(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
     }
 
     /// A cancellable promise for this guarantee; see `cancellize()`.

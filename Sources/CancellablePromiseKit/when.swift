@@ -21,7 +21,8 @@ public func when(fulfilled promises: [CancellablePromise<Void>], autoCancel: Boo
 }
 
 /// Variadic form for `Void` inputs.
-public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bool = false) -> CancellablePromise<Void> {
+public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bool = false) -> CancellablePromise<Void>
+{
     when(fulfilled: promises, autoCancel: autoCancel)
 }
 
@@ -29,8 +30,11 @@ public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bo
 public func when<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V)> {
-    when(fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()], cancels: [weakCancel(pu), weakCancel(pv)], autoCancel: autoCancel)
-        .map(on: nil) { _ in (pu.value!, pv.value!) }
+    when(
+        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()], cancels: [weakCancel(pu), weakCancel(pv)],
+        autoCancel: autoCancel
+    )
+    .map(on: nil) { _ in (pu.value!, pv.value!) }
 }
 
 /// Waits for all three inputs to fulfil.
@@ -64,7 +68,8 @@ public func when<U, V, W, X, Y>(
         fulfilled: [
             pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid(), py.promise.asVoid(),
         ],
-        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px), weakCancel(py)], autoCancel: autoCancel
+        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px), weakCancel(py)],
+        autoCancel: autoCancel
     ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
 }
 
@@ -140,15 +145,20 @@ private func when<T>(
 
 /// Waits for every input to settle and fulfils with their results in order (it rejects only
 /// if cancelled). With `autoCancel`, cancelling the result cancels every input.
-public func when<T>(resolved promises: [CancellablePromise<T>], autoCancel: Bool = false)
+public func when<T>(
+    resolved promises: [CancellablePromise<T>], autoCancel: Bool = false
+)
     -> CancellablePromise<[Result<T>]>
 {
     let all = when(resolved: promises.map { $0.promise })
-    return CancellablePromise(member: all.promise, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
+    return CancellablePromise(
+        member: all.promise, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
 }
 
 /// Variadic form of ``when(resolved:autoCancel:)``.
-public func when<T>(resolved promises: CancellablePromise<T>..., autoCancel: Bool = false)
+public func when<T>(
+    resolved promises: CancellablePromise<T>..., autoCancel: Bool = false
+)
     -> CancellablePromise<[Result<T>]>
 {
     when(resolved: promises, autoCancel: autoCancel)
@@ -157,7 +167,9 @@ public func when<T>(resolved promises: CancellablePromise<T>..., autoCancel: Boo
 /// Generates cancellable promises lazily, at most `concurrently` pending at once (see the
 /// `Promise` form). Cancelling the result cancels every input generated so far and stops the
 /// generation; so does a rejection.
-public func when<It: IteratorProtocol, T>(fulfilled promiseIterator: It, concurrently: Int)
+public func when<It: IteratorProtocol, T>(
+    fulfilled promiseIterator: It, concurrently: Int
+)
     -> CancellablePromise<[T]> where It.Element == CancellablePromise<T>
 {
     let generated = Locked<[CancellablePromise<T>]>([])
@@ -200,7 +212,9 @@ public func when<U: Thenable, C: Thenable>(_ promise: U, while cancelPromise: C)
 
 /// Waits for a cancellable promise while `cancelPromise` does not reject. With `autoCancel`,
 /// `promise` is cancelled when `cancelPromise` rejects.
-public func when<T, C: Thenable>(_ promise: CancellablePromise<T>, while cancelPromise: C, autoCancel: Bool = false)
+public func when<T, C: Thenable>(
+    _ promise: CancellablePromise<T>, while cancelPromise: C, autoCancel: Bool = false
+)
     -> Promise<T> where C.T == Void
 {
     let output = when(promise.promise, while: cancelPromise)

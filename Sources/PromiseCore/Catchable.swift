@@ -131,7 +131,9 @@ public class PMKFinalizer: @unchecked Sendable {
     }
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
-    public func finally(on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void) {
+    public func finally(
+        on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void
+    ) {
         _ = promise.step(on: on, flags: flags, hop: .always, isObserver: true) { _ in
             body()
             return .result(.fulfilled(()))

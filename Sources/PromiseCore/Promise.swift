@@ -160,7 +160,9 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// The addresses of the stored lock word and value buffer as Swift sees them; used by tests
     /// to check the offsets.
-    package final func _storedFieldAddresses() -> (lockWord: UnsafeMutableRawPointer, valueBuffer: UnsafeMutableRawPointer) {
+    package final func _storedFieldAddresses() -> (
+        lockWord: UnsafeMutableRawPointer, valueBuffer: UnsafeMutableRawPointer
+    ) {
         (
             withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) },
             withUnsafeMutablePointer(to: &valueBuffer) { UnsafeMutableRawPointer($0) }
@@ -360,10 +362,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Calls `to` with the result once the promise settles: synchronously on the resolving
     /// thread, or at once if already settled.
     public final func pipe(to: @escaping (Result<T>) -> Void) {
-        drain(observe(ClosureContinuation<T> { result in
-            to(result)
-            return .none
-        }))
+        drain(
+            observe(
+                ClosureContinuation<T> { result in
+                    to(result)
+                    return .none
+                }))
     }
 
     /// Returns `self`.

@@ -144,7 +144,9 @@ public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<
 }
 
 /// Waits for all three to fulfil; rejects with the first rejection.
-public func when<U: Thenable, V: Thenable, W: Thenable>(fulfilled pu: U, _ pv: V, _ pw: W)
+public func when<U: Thenable, V: Thenable, W: Thenable>(
+    fulfilled pu: U, _ pv: V, _ pw: W
+)
     -> Promise<(U.T, V.T, W.T)>
 {
     whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid()] as [Promise<Void>])
@@ -173,7 +175,9 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable
 ///
 /// `promiseIterator.next()` is called on the thread that settles a previous promise (or the
 /// calling thread), never concurrently and never under a lock, so it may resolve promises.
-public func when<It: IteratorProtocol>(fulfilled promiseIterator: It, concurrently: Int)
+public func when<It: IteratorProtocol>(
+    fulfilled promiseIterator: It, concurrently: Int
+)
     -> Promise<[It.Element.T]> where It.Element: Thenable
 {
     guard concurrently > 0 else { return Promise(error: PMKError.badInput) }
@@ -199,7 +203,9 @@ public func when<T>(resolved promises: [Promise<T>]) -> Guarantee<[Result<T>]> {
 
 /// Like `when(fulfilled:concurrently:)` but waits for every result. `concurrently <= 0` gives
 /// a single `.rejected(PMKError.badInput)` result, as in PromiseKit.
-public func when<It: IteratorProtocol>(resolved promiseIterator: It, concurrently: Int)
+public func when<It: IteratorProtocol>(
+    resolved promiseIterator: It, concurrently: Int
+)
     -> Guarantee<[Result<It.Element.T>]> where It.Element: Thenable
 {
     guard concurrently > 0 else { return .value([.rejected(PMKError.badInput)]) }
@@ -335,7 +341,9 @@ public func when<U, V>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>) -> Guara
 }
 
 /// Waits for all three guarantees.
-public func when<U, V, W>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>)
+public func when<U, V, W>(
+    guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>
+)
     -> Guarantee<(U, V, W)>
 {
     when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()]).map(on: nil) { (gu.value!, gv.value!, gw.value!) }

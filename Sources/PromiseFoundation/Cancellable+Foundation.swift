@@ -1,5 +1,6 @@
 import CancellablePromiseKit
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
