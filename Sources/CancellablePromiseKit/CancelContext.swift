@@ -192,7 +192,9 @@ public final class CancelContext: @unchecked Sendable {
 }
 
 extension CancelContext: Hashable {
+    /// Contexts are equal when they are the same object.
     public static func == (lhs: CancelContext, rhs: CancelContext) -> Bool { lhs === rhs }
+    /// Hashes the object identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 

@@ -12,5 +12,6 @@ public enum CancellablePromiseError: Error, CancellableError, Sendable, Equatabl
 }
 
 extension CancellablePromiseError: LocalizedError {
+    /// A readable description for `localizedDescription`.
     public var errorDescription: String? { "The promise was cancelled" }
 }

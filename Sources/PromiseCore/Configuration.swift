@@ -26,6 +26,7 @@ public struct PMKConfiguration: Sendable {
     /// Called on whatever thread the event happens.
     public var logHandler: @Sendable (LogEvent) -> Void = PMKConfiguration.defaultLogHandler
 
+    /// The defaults: main queues, `.allErrorsExceptCancellation`, log to standard error.
     public init() {}
 
     /// Writes a one-line description of `event` to standard error.

@@ -21,6 +21,7 @@ public enum PMKError: Error, @unchecked Sendable {
 }
 
 extension PMKError: CustomDebugStringConvertible {
+    /// What went wrong, in a sentence.
     public var debugDescription: String {
         switch self {
         case .flatMap(let obj, let type):
@@ -44,6 +45,7 @@ extension PMKError: CustomDebugStringConvertible {
 }
 
 extension PMKError: LocalizedError {
+    /// The same as `debugDescription`, for `localizedDescription`.
     public var errorDescription: String? { debugDescription }
 }
 
