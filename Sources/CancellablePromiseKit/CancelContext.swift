@@ -32,6 +32,10 @@ protocol CancelMember: AnyObject {
 let unlisted = -1
 let settled = -2
 
+/// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
+/// box on every call.
+private let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled
+
 /// The cancellation scope of a chain of `CancellablePromise`s.
 ///
 /// Every promise of a chain (`then`, `map`, `done`, `catch`… of a `CancellablePromise`) shares
@@ -64,7 +68,7 @@ public final class CancelContext: @unchecked Sendable {
 
     /// Cancels every pending promise and task of the chain (see the type's documentation).
     public func cancel() {
-        cancel(with: CancellablePromiseError.cancelled)
+        cancel(with: boxedCancellation)
     }
 
     /// Cancels the chain, rejecting its pending promises with `error`. Only the first call has
@@ -78,7 +82,7 @@ public final class CancelContext: @unchecked Sendable {
         root.error = error
         let taken = root.members
         root.members = MemberList()
-        let actions = CancelActions(rejecting: taken, with: error)
+        var actions = CancelActions(rejecting: taken, with: error)
         root.unlock()
         actions.run()
     }
@@ -110,7 +114,7 @@ public final class CancelContext: @unchecked Sendable {
         }
         member.earlierWrapper = earlierWrapper
         if let error = root.error {
-            let actions = CancelActions(rejecting: MemberList(member), with: error)
+            var actions = CancelActions(rejecting: MemberList(member), with: error)
             root.unlock()
             actions.run()
             return
@@ -156,7 +160,7 @@ public final class CancelContext: @unchecked Sendable {
             let target = to.lockRoot()
             moved.forEach { if $0.memberIndex != settled { pending.appendUnindexed($0) } }
             if let error = target.error {
-                let actions = CancelActions(rejecting: pending, with: error)
+                var actions = CancelActions(rejecting: pending, with: error)
                 target.unlock()
                 actions.run()
             } else {
@@ -223,7 +227,15 @@ private struct CancelActions {
 
     private mutating func reject(_ member: any CancelMember, with error: Error) -> Unblocked {
         member.memberIndex = unlisted
-        let unblocked = member.rejectForCancel(error)
+        var unblocked = member.rejectForCancel(error)
+        if unblocked.source != nil, let attached = unblocked.attachment, attached === member {
+            // The member's own promise settled here, under the context lock: leave the context
+            // now (what `remove` does once notified) instead of taking the lock again per
+            // member, and let `drain` notify the earlier wrapper, outside the lock, in its place.
+            member.memberIndex = settled
+            unblocked.attachment = member.earlierWrapper
+            member.earlierWrapper = nil
+        }
         if let body = member.takeCancelBody() {
             if unblocked.source == nil {
                 discarded.append(body)  // settled already: not called, released after the lock
@@ -236,11 +248,15 @@ private struct CancelActions {
         return unblocked
     }
 
-    func run() {
+    mutating func run() {
         singleBody?()
         for body in bodies { body() }
         if let single { drain(single) }
-        for unblocked in released { drain(unblocked) }
+        guard !released.isEmpty else { return }
+        // Moved out in order rather than iterated: iterating copies every `Unblocked` (through
+        // the runtime's value witnesses of its optional fields).
+        released.reverse()
+        while let unblocked = released.popLast() { drain(unblocked) }
     }
 }
 

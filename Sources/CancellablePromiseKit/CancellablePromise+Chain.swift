@@ -9,7 +9,7 @@ import PromiseCore
 
 extension CancellablePromise {
     /// Wraps a step of this chain.
-    @inline(__always)
+    @inlinable
     func chained<U>(_ step: Promise<U>) -> CancellablePromise<U> {
         CancellablePromise<U>(member: step, context: cancelContext, cancel: nil)
     }
@@ -18,7 +18,7 @@ extension CancellablePromise {
     /// `compactMap`, `done`, `get`, `recover`). On a chain cancelled already, `make` is not
     /// called and the step is rejected with the cancellation error: with `on: nil` the body
     /// would otherwise run at once, before the step joins the context.
-    @inline(__always)
+    @inlinable
     func step<U>(_ make: () -> Promise<U>) -> CancellablePromise<U> {
         if let error = cancelContext.cancelledError { return chained(Promise(error: error)) }
         return chained(make())
@@ -77,7 +77,7 @@ extension CancellablePromise {
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
-    public func map<U>(
+    @inlinable public func map<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
@@ -95,7 +95,7 @@ extension CancellablePromise {
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
-    public func done(
+    @inlinable public func done(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void

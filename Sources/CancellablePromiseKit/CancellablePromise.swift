@@ -43,6 +43,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// Makes `promise` a member of `context`; `cancel` stops its task. If `promise` has
     /// settled already there is nothing to cancel and nothing is registered.
+    @usableFromInline
     init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
         self.promise = promise
         self.cancelContext = context
@@ -80,6 +81,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// `asPromise()` returns a promise that settles as this one does: on `cancel()` it is
     /// rejected with `CancellablePromiseError.cancelled` even if `cancel` goes on to reject
     /// `promise` with an error of its own.
+    @inlinable
     public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
         self.init(member: promise.follower(), context: CancelContext(), cancel: cancel)
     }
@@ -135,6 +137,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// A pending cancellable promise and its resolver. `cancel()` rejects it (unlike
     /// PromiseKit 7, where a `pending()` promise ignored cancellation).
+    @inlinable
     public static func pending() -> (promise: CancellablePromise<T>, resolver: Resolver<T>) {
         let (promise, resolver) = Promise<T>.pending()
         return (CancellablePromise(member: promise, context: CancelContext(), cancel: nil), resolver)

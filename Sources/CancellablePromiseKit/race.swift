@@ -55,12 +55,9 @@ private func race<T>(
     guard !promises.isEmpty else { return CancellablePromise(error: PMKError.badInput) }
     // Weak: a pending input is kept alive by its own context, and a settled one needs no
     // cancelling, so the settled race does not keep its inputs alive.
-    let cancels = promises.map(weakCancel)
+    let inputs = autoCancel ? WeakInputs(promises) : nil
     let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
-        guard autoCancel else { return }
-        for (other, cancel) in cancels.enumerated() where other != index {
-            cancel()
-        }
+        inputs?.cancel(except: index)
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
 }
@@ -70,6 +67,28 @@ func cancelAll<T>(_ promises: [CancellablePromise<T>], if autoCancel: Bool) -> (
     guard autoCancel else { return nil }
     return {
         for promise in promises { promise.cancel() }
+    }
+}
+
+/// Weak references to a combinator's inputs, for `autoCancel`: one object for all of them
+/// rather than a closure per input.
+final class WeakInputs<T> {
+    private struct Input {
+        weak var promise: CancellablePromise<T>?
+    }
+
+    private let inputs: [Input]
+
+    init(_ promises: [CancellablePromise<T>]) {
+        inputs = promises.map { Input(promise: $0) }
+    }
+
+    /// Cancels, in order, every input still alive except the one at `index` (none is skipped
+    /// for an index out of range).
+    func cancel(except index: Int) {
+        for position in inputs.indices where position != index {
+            inputs[position].promise?.cancel()
+        }
     }
 }
 

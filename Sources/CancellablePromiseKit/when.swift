@@ -10,8 +10,8 @@ import PromiseCore
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
-    let cancels = promises.map(weakCancel)
-    return when(fulfilled: promises.map { $0.promise }, cancels: cancels, autoCancel: autoCancel)
+    let inputs = autoCancel ? WeakInputs(promises) : nil
+    return when(fulfilled: promises.map { $0.promise }, autoCancel: autoCancel) { inputs?.cancel(except: $0) }
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
@@ -135,11 +135,23 @@ private func when<T>(
     cancels: [() -> Void],
     autoCancel: Bool
 ) -> CancellablePromise<[T]> {
+    when(fulfilled: promises, autoCancel: autoCancel) { except in
+        for (index, cancel) in cancels.enumerated() where index != except { cancel() }
+    }
+}
+
+/// `cancel(except:)` cancels every input but the one at the index (all of them for -1); it is
+/// only called with `autoCancel`.
+private func when<T>(
+    fulfilled promises: [Promise<T>],
+    autoCancel: Bool,
+    cancel: @escaping (_ except: Int) -> Void
+) -> CancellablePromise<[T]> {
     let all = when(fulfilledIndexed: promises) { rejected in
         guard autoCancel else { return }
-        for (index, cancel) in cancels.enumerated() where index != rejected { cancel() }
+        cancel(rejected)
     }
-    let cancelAll: (() -> Void)? = autoCancel ? { for cancel in cancels { cancel() } } : nil
+    let cancelAll: (() -> Void)? = autoCancel ? { cancel(-1) } : nil
     return CancellablePromise(member: all, context: CancelContext(), cancel: cancelAll)
 }
 

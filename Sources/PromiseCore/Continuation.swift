@@ -12,7 +12,7 @@ import Dispatch
 // therefore uses a constant amount of stack, and no handler ever runs while a lock is held.
 
 /// A step waiting for a promise to settle.
-package protocol Continuation: AnyObject {
+@usableFromInline package protocol Continuation: AnyObject {
     /// Called once, after `source` (the promise this step was attached to) has settled.
     /// Returns the handlers of whatever promise the step settled in turn.
     func resume(from source: AnyObject) -> Unblocked
@@ -20,12 +20,18 @@ package protocol Continuation: AnyObject {
     /// Removes the last element of `stack` (an instance of this type) and, if that was the last
     /// reference to it, appends the steps waiting for it, so releasing it recurses no further.
     static func popForTeardown(_ stack: inout [any Continuation])
+
+    /// `true` for steps that are promises (they implement `popForTeardown`): releasing one may
+    /// release a whole chain.
+    static var isPromiseStep: Bool { get }
 }
 
 extension Continuation {
     package static func popForTeardown(_ stack: inout [any Continuation]) {
         stack.removeLast()
     }
+
+    package static var isPromiseStep: Bool { false }
 }
 
 /// `popForTeardown` for steps that are promises: checks uniqueness on a variable of the
@@ -63,6 +69,12 @@ package struct Handlers {
         }
     }
 
+    /// Whether the first continuation is a promise step (see `Continuation.isPromiseStep`).
+    @inline(__always) package var firstIsPromiseStep: Bool {
+        guard let first else { return false }
+        return type(of: first).isPromiseStep
+    }
+
     /// Visits every continuation in registration order.
     package func forEach(_ body: (any Continuation) -> Void) {
         guard let first else { return }
@@ -73,7 +85,7 @@ package struct Handlers {
 
 /// Handlers released by settling `source`, and the attachment to notify; they must be run
 /// with `drain`.
-package struct Unblocked {
+@usableFromInline package struct Unblocked {
     package var source: AnyObject?
     package var handlers: Handlers
     package var attachment: (any PromiseAttachment)?
@@ -96,7 +108,7 @@ package protocol PromiseAttachment: AnyObject {
 
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the
 /// order a recursive implementation would use (registration order at each promise).
-package func drain(_ start: Unblocked) {
+@usableFromInline package func drain(_ start: Unblocked) {
     start.attachment?.promiseDidSettle()
     guard var current = start.handlers.first, var source = start.source else { return }
     var deferred: [(AnyObject, any Continuation)] = []
@@ -125,6 +137,14 @@ package func drain(_ start: Unblocked) {
 /// hold the last reference to gives up its own handlers before it is released.
 package func teardown(_ handlers: inout Handlers) {
     guard !handlers.isEmpty else { return }
+    // No binding to the first handler may outlive the test: `popForTeardown` checks that the
+    // stack holds the only reference.
+    if handlers.rest == nil, !handlers.firstIsPromiseStep {
+        // A single observer that is not a step (an aggregate's input, a closure) is released as
+        // popping it from the stack would, without allocating the stack.
+        handlers = Handlers()
+        return
+    }
     var stack: [any Continuation] = []
     handlers.moveAll(to: &stack)
     while !stack.isEmpty {

@@ -42,14 +42,14 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// the value.
     @exclusivity(unchecked) private final var storedError: (any Error)?
     /// `true` once settled; a plain flag, so testing it needs no generic metadata.
-    @exclusivity(unchecked) private final var isSettled = false
+    @exclusivity(unchecked) final var isSettled = false
     /// Steps waiting for this promise; moved out when it settles.
     @exclusivity(unchecked) private final var handlers = Handlers()
     /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
     @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
-    init(pending: ()) {}
+    @usableFromInline init(pending: ()) {}
 
     /// Creates a settled promise.
     init(settled result: Result<T>) {
@@ -61,19 +61,19 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Creates a fulfilled promise.
-    init(fulfilled value: T) {
+    @usableFromInline init(fulfilled value: T) {
         initializeValue(value)
         isSettled = true
     }
 
     /// Creates a rejected promise.
-    init(rejected error: any Error) {
+    @usableFromInline init(rejected error: any Error) {
         storedError = error
         isSettled = true
     }
 
     /// Creates a promise rejected with `error`.
-    public convenience init(error: Error) {
+    @inlinable public convenience init(error: Error) {
         self.init(rejected: error)
     }
 
@@ -100,7 +100,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Returns a fulfilled promise.
-    public static func value(_ value: T) -> Promise<T> {
+    @inlinable public static func value(_ value: T) -> Promise<T> {
         Promise(fulfilled: value)
     }
 
@@ -109,8 +109,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         Promise(pending: ())
     }
 
+    // The public entry points that create promises are inlinable: specialized in the caller's
+    // module, they take `Promise<T>`'s and `Resolver<T>`'s metadata from static caches instead
+    // of looking them up at run time on every call.
+
     /// Returns a pending promise and the resolver that settles it.
-    public static func pending() -> (promise: Promise<T>, resolver: Resolver<T>) {
+    @inlinable public static func pending() -> (promise: Promise<T>, resolver: Resolver<T>) {
         let promise = Promise(pending: ())
         return (promise, Resolver(promise))
     }
@@ -147,7 +151,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Stores the value; once, before the promise is marked settled.
-    @inline(__always) private final func initializeValue(_ value: T) {
+    @inline(__always) final func initializeValue(_ value: T) {
         let buffer = valueBufferPointer
         if Self.storesValueInline {
             buffer.bindMemory(to: T.self, capacity: 1).initialize(to: value)
@@ -185,8 +189,10 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     // MARK: State
 
-    @inline(__always) private final func lock() { lockWordLock(lockWordPointer(self)) }
-    @inline(__always) private final func unlock() { lockWordUnlock(lockWordPointer(self)) }
+    // Internal so that the aggregates (`when`, `race`), which are promises, keep their own state
+    // under their promise's lock and settle without taking it twice.
+    @inline(__always) final func lock() { lockWordLock(lockWordPointer(self)) }
+    @inline(__always) final func unlock() { lockWordUnlock(lockWordPointer(self)) }
 
     /// The result, or `nil` while pending. Safe from any thread.
     public final var result: Result<T>? {
@@ -227,7 +233,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `settle(.fulfilled(value))`, without building a `Result`.
-    package final func settle(fulfilled value: T) -> Unblocked {
+    @usableFromInline package final func settle(fulfilled value: T) -> Unblocked {
         lock()
         guard !isSettled else {
             unlock()
@@ -238,12 +244,19 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `settle(.rejected(error))`, without building a `Result`.
-    package final func settle(rejected error: any Error) -> Unblocked {
+    @usableFromInline package final func settle(rejected error: any Error) -> Unblocked {
         lock()
         guard !isSettled else {
             unlock()
             return .none
         }
+        return settleLocked(rejected: error)
+    }
+
+    /// Stores `error`, marks the promise settled, unlocks and returns what settling released;
+    /// only with the lock held, while pending.
+    @inline(__always)
+    final func settleLocked(rejected error: any Error) -> Unblocked {
         storedError = error
         return settleLocked()
     }
@@ -258,7 +271,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Marks the promise settled (the value or error is stored), unlocks, and returns what
     /// settling released.
     @inline(__always)
-    private final func settleLocked() -> Unblocked {
+    final func settleLocked() -> Unblocked {
         isSettled = true
         let released = handlers
         handlers = Handlers()
@@ -277,7 +290,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Attaches `continuation`; returns `false` (without attaching) if already settled, in which
     /// case the caller resumes the continuation itself.
-    @inline(__always)
+    @usableFromInline
     package final func attach(_ continuation: any Continuation) -> Bool {
         lock()
         guard !isSettled else {
@@ -290,7 +303,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Attaches `continuation`, or resumes it at once if already settled; returns what it released.
-    @inline(__always)
+    @usableFromInline
     package final func observe(_ continuation: any Continuation) -> Unblocked {
         if attach(continuation) { return .none }
         return continuation.resume(from: self)

@@ -4,9 +4,9 @@
 /// Handlers attached with `on: nil` run synchronously inside `fulfill`/`reject`, on the calling
 /// thread, after the promise's lock has been released.
 public final class Resolver<T>: @unchecked Sendable {
-    let promise: Promise<T>
+    @usableFromInline let promise: Promise<T>
 
-    init(_ promise: Promise<T>) {
+    @usableFromInline init(_ promise: Promise<T>) {
         self.promise = promise
     }
 
@@ -19,12 +19,12 @@ public final class Resolver<T>: @unchecked Sendable {
     }
 
     /// Fulfils the promise with `value`.
-    public func fulfill(_ value: T) {
+    @inlinable public func fulfill(_ value: T) {
         drain(promise.settle(fulfilled: value))
     }
 
     /// Rejects the promise with `error`.
-    public func reject(_ error: Error) {
+    @inlinable public func reject(_ error: Error) {
         drain(promise.settle(rejected: error))
     }
 

@@ -4,11 +4,12 @@ import Dispatch
 // `Continuation`: one allocation per link.
 
 /// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
-final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
+@usableFromInline final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     @exclusivity(unchecked) private var transform: ((T) throws -> U)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
 
+    @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
         self.transform = transform
         self.queue = queue
@@ -16,7 +17,7 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
         super.init(pending: ())
     }
 
-    func resume(from source: AnyObject) -> Unblocked {
+    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
             transform = nil
@@ -39,19 +40,22 @@ final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
         }
     }
 
-    static func popForTeardown(_ stack: inout [any Continuation]) {
+    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
         popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
     }
+
+    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 /// `then`: runs a body returning a promise, then follows that promise.
-final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sendable {
+@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sendable {
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
     /// Set once the body has returned: further resumes come from the returned promise.
     @exclusivity(unchecked) private var following = false
 
+    @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
         self.body = body
         self.queue = queue
@@ -59,7 +63,7 @@ final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sen
         super.init(pending: ())
     }
 
-    func resume(from source: AnyObject) -> Unblocked {
+    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
         if following {
             return settle(as: unsafeDowncast(source, to: Promise<R.T>.self))
         }
@@ -91,9 +95,11 @@ final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sen
         return returned.observe(self)
     }
 
-    static func popForTeardown(_ stack: inout [any Continuation]) {
+    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
         popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
     }
+
+    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 /// What a general step does with its source's result.
@@ -162,6 +168,8 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     package static func popForTeardown(_ stack: inout [any Continuation]) {
         popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
     }
+
+    package static var isPromiseStep: Bool { true }
 }
 
 extension Promise {
@@ -180,22 +188,24 @@ extension Promise {
 }
 
 /// A promise that settles as its source does, synchronously: one allocation, no closure.
-final class FollowStep<T>: Promise<T>, Continuation, @unchecked Sendable {
-    init() { super.init(pending: ()) }
+@usableFromInline final class FollowStep<T>: Promise<T>, Continuation, @unchecked Sendable {
+    @usableFromInline init() { super.init(pending: ()) }
 
-    func resume(from source: AnyObject) -> Unblocked {
+    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
         settle(as: unsafeDowncast(source, to: Promise<T>.self))
     }
 
-    static func popForTeardown(_ stack: inout [any Continuation]) {
+    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
         popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
     }
+
+    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 extension Promise {
     /// A new promise that settles as this one does, on the settling thread. Settling it by
     /// other means first (a cancellation) leaves this promise untouched.
-    package final func follower() -> Promise<T> {
+    @inlinable package final func follower() -> Promise<T> {
         let follower = FollowStep<T>()
         drain(observe(follower))
         return follower

@@ -1,25 +1,30 @@
 /// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil).
 final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
-    private let rejections: Locked<Int>?
+    /// Rejections received, for `race(fulfilled:)`; guarded by the promise's lock.
+    @exclusivity(unchecked) private var rejections = 0
+    private let fulfilledOnly: Bool
     private let count: Int
     private let onWin: ((Int) -> Void)?
 
     init(count: Int, fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) {
         self.count = count
+        self.fulfilledOnly = fulfilledOnly
         self.onWin = onWin
-        rejections = fulfilledOnly ? Locked(0) : nil
         super.init(pending: ())
     }
 
-    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
-        if let rejections, case .rejected = result {
-            let all = rejections.withLock { n -> Bool in
-                n += 1
-                return n == count
+    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+        let source = unsafeDowncast(source, to: Promise<T>.self)
+        if fulfilledOnly, source.settledError != nil {
+            lock()
+            rejections += 1
+            guard !isSettled, rejections == count else {
+                unlock()
+                return .none
             }
-            return all ? settle(rejected: PMKError.noWinner) : .none
+            return settleLocked(rejected: PMKError.noWinner)
         }
-        let released = settle(result)
+        let released = settle(as: source)
         if released.source != nil { onWin?(index) }
         return released
     }
@@ -30,7 +35,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
 public func race<U: Thenable>(_ thenables: [U]) -> Promise<U.T> {
     guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
     let race = Race<U.T>(count: thenables.count, fulfilledOnly: false)
-    connect(race, to: thenables.map { $0.asPromise() })
+    connect(race, to: thenables)
     return race
 }
 
@@ -54,7 +59,7 @@ public func race<T>(_ first: Guarantee<T>, _ rest: Guarantee<T>...) -> Guarantee
 public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
     guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
     let race = Race<U.T>(count: thenables.count, fulfilledOnly: true)
-    connect(race, to: thenables.map { $0.asPromise() })
+    connect(race, to: thenables)
     return race
 }
 

@@ -2,64 +2,100 @@ import Dispatch
 
 // MARK: - Aggregate machinery
 
-/// Delivers one input's result to an aggregate (`when`, `race`) with the input's index.
-final class AggregateInput<Sink: AggregateSink>: Continuation, @unchecked Sendable {
-    private let aggregate: Sink
+/// Delivers one input to an aggregate (`when`, `race`) with the input's index. Not generic,
+/// so creating one needs no metadata lookup.
+final class AggregateInput: Continuation, @unchecked Sendable {
+    private let aggregate: any AggregateSink
     private let index: Int
 
-    init(_ aggregate: Sink, index: Int) {
+    init(_ aggregate: any AggregateSink, index: Int) {
         self.aggregate = aggregate
         self.index = index
     }
 
     func resume(from source: AnyObject) -> Unblocked {
-        aggregate.receive(unsafeDowncast(source, to: Promise<Sink.Input>.self).settledResult, at: index)
+        aggregate.receive(from: source, at: index)
     }
 }
 
 protocol AggregateSink: AnyObject {
-    associatedtype Input
-    /// Records one input's result; returns what settling the aggregate released.
-    func receive(_ result: Result<Input>, at index: Int) -> Unblocked
+    /// Records the input at `index`, `source` (a settled `Promise` of the aggregate's input
+    /// type, read with `settledError`/`settledValue`); returns what settling the aggregate
+    /// released.
+    func receive(from source: AnyObject, at index: Int) -> Unblocked
 }
 
 /// Observes every input; inputs already settled are delivered at once.
-func connect<S: AggregateSink>(_ sink: S, to inputs: [Promise<S.Input>]) {
-    for (index, input) in inputs.enumerated() {
-        drain(input.observe(AggregateInput(sink, index: index)))
+func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
+    var index = 0
+    for input in inputs {
+        drain(input.asPromise().observe(AggregateInput(sink, index: index)))
+        index += 1
     }
 }
 
 /// `when(fulfilled:)`: fulfils with every value in order, or rejects with the first error.
+///
+/// The values are kept in one buffer allocated up front, with a byte per input recording
+/// whether its value is stored; the state is guarded by this promise's own lock, and the last
+/// value settles the promise under that same lock.
 final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
-    private let state: Locked<(values: [T?], remaining: Int)>
+    // Guarded by the promise's lock.
+    @exclusivity(unchecked) private var remaining: Int
+    private let count: Int
+    /// `count` values, then `count` flags (1: the value at that index is stored).
+    private let values: UnsafeMutablePointer<T>
+    private let stored: UnsafeMutablePointer<UInt8>
     private let onReject: ((Int) -> Void)?
 
     init(count: Int, onReject: ((Int) -> Void)? = nil) {
-        state = Locked((values: Array(repeating: nil, count: count), remaining: count))
+        self.count = count
+        remaining = count
+        values = .allocate(capacity: count)
+        stored = .allocate(capacity: count)
+        stored.initialize(repeating: 0, count: count)
         self.onReject = onReject
         super.init(pending: ())
     }
 
-    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
-        switch result {
-        case .rejected(let error):
-            let released = settle(.rejected(error))
+    deinit {
+        // Values received but not moved out (the aggregate rejected first).
+        if remaining > 0 {
+            for index in 0..<count where stored[index] != 0 {
+                (values + index).deinitialize(count: 1)
+            }
+        }
+        values.deallocate()
+        stored.deallocate()
+    }
+
+    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+        let source = unsafeDowncast(source, to: Promise<T>.self)
+        if let error = source.settledError {
+            let released = settle(rejected: error)
             if released.source != nil { onReject?(index) }
             return released
-        case .fulfilled(let value):
-            let complete: [T]? = state.withLock { state in
-                guard state.remaining > 0 else { return nil }
-                state.values[index] = value
-                state.remaining -= 1
-                guard state.remaining == 0 else { return nil }
-                let values = state.values.map { $0! }
-                state.values = []
-                return values
-            }
-            guard let complete else { return .none }
-            return settle(.fulfilled(complete))
         }
+        lock()
+        guard !isSettled, remaining > 0 else {
+            unlock()
+            return .none
+        }
+        (values + index).initialize(to: source.settledValue)
+        stored[index] = 1
+        remaining -= 1
+        guard remaining == 0 else {
+            unlock()
+            return .none
+        }
+        let count = self.count
+        let values = self.values
+        let all = [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+            buffer.baseAddress!.moveInitialize(from: values, count: count)
+            initialized = count
+        }
+        initializeValue(all)
+        return settleLocked()
     }
 }
 
@@ -72,7 +108,8 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
         super.init(pending: ())
     }
 
-    func receive(_ result: Result<T>, at index: Int) -> Unblocked {
+    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+        let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         let complete: [Result<T>]? = state.withLock { state in
             state.results[index] = result
             state.remaining -= 1
@@ -93,15 +130,15 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
 ///
 /// No handler hop: the result settles on the thread that settles the last input.
 public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
-    whenAllFulfilled(thenables.map { $0.asPromise() })
+    whenAllFulfilled(thenables)
 }
 
 /// The implementation of every `when(fulfilled:)` form. The public overloads call it rather than
 /// each other: with `[Promise<Void>]` or `[Promise<Any>]` arguments, overload resolution picks
 /// the `Void` or `[any Thenable]` form again, which recursed forever.
-func whenAllFulfilled<T>(_ promises: [Promise<T>]) -> Promise<[T]> {
+func whenAllFulfilled<U: Thenable>(_ promises: [U]) -> Promise<[U.T]> {
     guard !promises.isEmpty else { return .value([]) }
-    let aggregate = WhenFulfilled<T>(count: promises.count)
+    let aggregate = WhenFulfilled<U.T>(count: promises.count)
     connect(aggregate, to: promises)
     return aggregate
 }
@@ -135,7 +172,7 @@ public func when<U: Thenable>(fulfilled promises: U...) -> Promise<Void> where U
 
 /// Waits for every `Void` thenable to fulfil.
 public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.T == Void {
-    whenAllFulfilled(promises.map { $0.asPromise() }).map(on: nil) { _ in () }
+    whenAllFulfilled(promises).map(on: nil) { _ in () }
 }
 
 /// Waits for both to fulfil; rejects with the first rejection.
