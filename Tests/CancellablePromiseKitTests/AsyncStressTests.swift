@@ -19,7 +19,7 @@ private func stressOutcome<T>(_ result: Swift.Result<T, Error>) -> StressOutcome
 final class AsyncStressTests: XCTestCase {
     /// Awaits `tasks`, failing if they do not all finish within `timeout` seconds.
     private func awaitAll(_ tasks: [Task<StressOutcome, Never>], timeout: TimeInterval = 120) async -> [StressOutcome] {
-        let finished = TokenCounter()
+        let finished = Counter()
         let watchdog = Task {
             let deadline = Date(timeIntervalSinceNow: timeout)
             while finished.value < tasks.count && Date() < deadline {
@@ -44,7 +44,7 @@ final class AsyncStressTests: XCTestCase {
         let count = 2_000
         var tasks: [Task<StressOutcome, Never>] = []
         var promises: [CancellablePromise<Int>] = []
-        let cancelClosureCalls = (0..<count).map { _ in TokenCounter() }
+        let cancelClosureCalls = (0..<count).map { _ in Counter() }
         for index in 0..<count {
             let resolverBox = TokenLog<Resolver<Int>>()
             let promise = CancellablePromise<Int> { resolver in

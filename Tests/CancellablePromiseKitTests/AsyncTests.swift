@@ -36,7 +36,7 @@ final class AsyncTests: XCTestCase {
     }
 
     func testCancellingTheAwaitingTaskCancelsThePromiseAndItsTask() async {
-        let cancels = TokenCounter()
+        let cancels = Counter()
         let started = DispatchSemaphore(value: 0)
         var kept: Resolver<Int>?
         let promise = CancellablePromise<Int> { resolver in
@@ -100,7 +100,7 @@ final class AsyncTests: XCTestCase {
     }
 
     func testCancelRejectsAtOnceAndCancelsTheTask() async {
-        let sawCancellation = TokenCounter()
+        let sawCancellation = Counter()
         let bodyStarted = DispatchSemaphore(value: 0)
         let promise = CancellablePromise<Int> {
             bodyStarted.signal()
@@ -124,7 +124,7 @@ final class AsyncTests: XCTestCase {
     }
 
     func testCancellingAChainMemberCancelsTheBodyTask() async {
-        let sawCancellation = TokenCounter()
+        let sawCancellation = Counter()
         let promise = CancellablePromise<Int> {
             while !Task.isCancelled { await Task.yield() }
             sawCancellation.increment()
@@ -143,7 +143,7 @@ final class AsyncTests: XCTestCase {
     // MARK: Task → token: withCancellationToken
 
     func testWithCancellationTokenIsCancelledWithTheTask() async {
-        let handlerRan = TokenCounter()
+        let handlerRan = Counter()
         let entered = DispatchSemaphore(value: 0)
         let task = Task { () -> Bool in
             await withCancellationToken { token -> Bool in
@@ -186,7 +186,7 @@ final class AsyncTests: XCTestCase {
     }
 
     func testWithCancellationTokenPassesTheTokenToATokenTakingFunction() async {
-        let taskCancels = TokenCounter()
+        let taskCancels = Counter()
         let started = DispatchSemaphore(value: 0)
         let kept = TokenLog<Resolver<Int>>()  // the task keeps its resolver
         let task = Task { () -> Int in

@@ -162,7 +162,7 @@ final class TokenCombinatorTests: XCTestCase {
     // MARK: Combined tokens release their handlers
 
     func testCombinedTokenHandlersAreReleasedWhenOperandsComplete() {
-        let released = TokenCounter()
+        let released = Counter()
         var a: CancellationRequest? = CancellationRequest()
         var b: CancellationRequest? = CancellationRequest()
         weak var weakCombined: CancellationToken?

@@ -6,7 +6,7 @@ import XCTest
 /// A task started through `Promise(cancellationToken:resolver:)`, finished by the test.
 private final class ManualTask<T>: @unchecked Sendable {
     let resolver: Resolver<T>
-    let cancels = TokenCounter()
+    let cancels = Counter()
     init(_ resolver: Resolver<T>) { self.resolver = resolver }
     func cancel() { cancels.increment() }
 }
@@ -30,7 +30,7 @@ final class TokenPromiseTests: XCTestCase {
 
     func testRegisteredDispatchWorkItemNeverRuns() {
         let request = CancellationRequest()
-        let ran = TokenCounter()
+        let ran = Counter()
         let item = DispatchWorkItem { ran.increment() }
         request.token.register(item)
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.2, execute: item)
@@ -73,7 +73,7 @@ final class TokenPromiseTests: XCTestCase {
     func testCancelOnAlreadyCancelledTokenCancelsAtOnce() {
         let request = CancellationRequest()
         request.cancel()
-        let cancels = TokenCounter()
+        let cancels = Counter()
         var kept: Resolver<Int>?
         let promise = CancellablePromise<Int> { resolver in
             kept = resolver
@@ -177,7 +177,7 @@ final class TokenPromiseTests: XCTestCase {
 
     func testTokenPromiseCancelledFromInsideItsBody() {
         let request = CancellationRequest()
-        let cancels = TokenCounter()
+        let cancels = Counter()
         let promise = Promise<Int>(cancellationToken: request.token) { _ in
             request.cancel()  // before the task's cancel function is even returned
             return { cancels.increment() }
@@ -223,7 +223,7 @@ final class TokenPromiseTests: XCTestCase {
 
     func testTokenPromiseRemovesItsRegistrationAndReleasesItsTaskWhenSettled() {
         let request = CancellationRequest()
-        let released = TokenCounter()
+        let released = Counter()
         for value in 0..<1_000 {
             let probe = TokenLeakProbe { released.increment() }
             let promise = Promise<Int>(cancellationToken: request.token) { resolver in
@@ -238,7 +238,7 @@ final class TokenPromiseTests: XCTestCase {
 
     func testTokenPromiseReleasesEverythingAfterCancellation() {
         let request = CancellationRequest()
-        let released = TokenCounter()
+        let released = Counter()
         weak var weakPromise: Promise<Int>?
         weak var weakResolver: Resolver<Int>?
         do {

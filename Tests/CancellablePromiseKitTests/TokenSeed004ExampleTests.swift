@@ -214,7 +214,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
     }
 
     func testRequestDeallocationCompletesWithFalseAndReleasesHandlers() {
-        let released = TokenCounter()
+        let released = Counter()
         var cr: CancellationRequest? = CancellationRequest()
         let token = cr!.token
         var onCompleteValue: Bool?

@@ -31,8 +31,8 @@ final class TokenStressTests: XCTestCase {
         let rounds = 10_000
         let threads = 8
         let requests = (0..<rounds).map { _ in CancellationRequest() }
-        let runs = (0..<rounds).map { _ in TokenCounter() }
-        let expected = (0..<rounds).map { _ in TokenCounter() }
+        let runs = (0..<rounds).map { _ in Counter() }
+        let expected = (0..<rounds).map { _ in Counter() }
         let box = TokenUnchecked((requests, runs, expected))
         onThreads(threads) { thread in
             let (requests, runs, expected) = box.value
@@ -76,7 +76,7 @@ final class TokenStressTests: XCTestCase {
         var requests: [CancellationRequest?] = (0..<rounds).map { _ in CancellationRequest() }
         tokens = requests.map { $0!.token }
         let completions = (0..<rounds).map { _ in TokenLog<Bool>() }
-        let registered = (0..<rounds).map { _ in TokenCounter() }
+        let registered = (0..<rounds).map { _ in Counter() }
         let box = TokenUnchecked((tokens, completions, registered))
         let releaser = TokenUnchecked(UnsafeMutableBufferPointer<CancellationRequest?>.allocate(capacity: rounds))
         _ = releaser.value.initialize(from: requests)
@@ -128,7 +128,7 @@ final class TokenStressTests: XCTestCase {
         let rounds = 10_000
         let requests = (0..<rounds).map { _ in CancellationRequest() }
         var resolvers: [Resolver<Int>] = []
-        let taskCancels = (0..<rounds).map { _ in TokenCounter() }
+        let taskCancels = (0..<rounds).map { _ in Counter() }
         let promises = (0..<rounds).map { round in
             Promise<Int>(cancellationToken: requests[round].token) { resolver in
                 resolvers.append(resolver)

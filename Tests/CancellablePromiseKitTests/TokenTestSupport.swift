@@ -6,22 +6,6 @@ import XCTest
 // Helpers of the token and async tests. Names start with `Token` or `StandIn` so that they do
 // not collide with the helpers of the other test files of this target.
 
-/// A thread-safe counter.
-final class TokenCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-
-    var value: Int { lock.withLock { count } }
-
-    @discardableResult
-    func increment() -> Int {
-        lock.withLock {
-            count += 1
-            return count
-        }
-    }
-}
-
 /// A thread-safe list of values, in the order they were appended.
 final class TokenLog<Value>: @unchecked Sendable {
     private let lock = NSLock()
@@ -147,4 +131,3 @@ struct TokenUnchecked<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
-

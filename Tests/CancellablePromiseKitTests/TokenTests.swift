@@ -143,7 +143,7 @@ final class TokenTests: XCTestCase {
 
     func testRemovedHandlerNeverRunsAndIsReleased() {
         let request = CancellationRequest()
-        let released = TokenCounter()
+        let released = Counter()
         var runs = 0
         var registration: CancellationRegistration?
         do {
@@ -187,7 +187,7 @@ final class TokenTests: XCTestCase {
     // MARK: Completion releases handlers (no leaks)
 
     func testCompletionReleasesHandlersAndWhatTheyCaptured() {
-        let released = TokenCounter()
+        let released = Counter()
         let request = CancellationRequest()
         do {
             let probeA = TokenLeakProbe { released.increment() }
@@ -202,7 +202,7 @@ final class TokenTests: XCTestCase {
     }
 
     func testReleasingRequestReleasesHandlersOfTokenKeptByTheTask() {
-        let released = TokenCounter()
+        let released = Counter()
         var request: CancellationRequest? = CancellationRequest()
         let token = request!.token  // the task keeps its token
         do {
@@ -243,7 +243,7 @@ final class TokenTests: XCTestCase {
 
     func testRegisterHoldsTheCancellableWeakly() {
         let request = CancellationRequest()
-        let freed = TokenCounter()
+        let freed = Counter()
         weak var weakSpy: TokenCancellableSpy?
         do {
             let spy = TokenCancellableSpy { freed.increment() }
@@ -313,7 +313,7 @@ final class TokenTests: XCTestCase {
 
     func testHandlerThatCancelsTheSameRequestDoesNotDeadlock() {
         let request = CancellationRequest()
-        let runs = TokenCounter()
+        let runs = Counter()
         let box = TokenUnchecked(request)
         request.token.onCancel {
             box.value.cancel()
@@ -325,7 +325,7 @@ final class TokenTests: XCTestCase {
 
     func testHandlerThatRegistersOnTheSameTokenDoesNotDeadlock() {
         let request = CancellationRequest()
-        let inner = TokenCounter()
+        let inner = Counter()
         let token = request.token
         token.onCancel {
             XCTAssertTrue(token.isCancelled)
@@ -374,7 +374,7 @@ final class TokenTests: XCTestCase {
             slowStarted.signal()
             release.wait()
         }
-        let fastRan = TokenCounter()
+        let fastRan = Counter()
         fast.token.onCancel { fastRan.increment() }
         let slowBox = TokenUnchecked(slow)
         DispatchQueue.global().async { slowBox.value.cancel() }
