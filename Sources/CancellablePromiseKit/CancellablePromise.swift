@@ -102,14 +102,14 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// ```
     public convenience init<R: Thenable>(wrapper body: (_ cancelPromise: Promise<Void>) throws -> R) where R.T == T {
         let (cancelPromise, cancelResolver) = Promise<Void>.pending()
-        let output = Promise<T>.makePending()
+        let output: Promise<T>
         var inner: CancellablePromise<T>?
         do {
             let returned = try body(cancelPromise)
             inner = returned as? CancellablePromise<T>
-            drain(returned.asPromise().follow(output))
+            output = returned.asPromise().follower()
         } catch {
-            output.resolve(.rejected(error))
+            output = Promise(error: error)
         }
         let cancelInner = inner
         self.init(member: output, context: CancelContext()) {

@@ -297,37 +297,31 @@ extension CancellationToken {
     /// either token does (both can then no longer be cancelled). Completion happens on the thread
     /// that completes the deciding operand.
     public static func && (left: CancellationToken, right: CancellationToken) -> CancellationToken {
-        let result = CancellationToken()
-        let cancelledCount = Locked(0)
-        let observe: (Bool) -> Void = { cancelled in
-            if !cancelled {
-                result.complete(cancelled: false)
-            } else if cancelledCount.withLock({ count -> Bool in
-                count += 1
-                return count == 2
-            }) {
-                result.complete(cancelled: true)
-            }
-        }
-        left.onComplete(observe)
-        right.onComplete(observe)
-        return result
+        combine(left, right, decidedBy: false)
     }
 
     /// A token cancelled as soon as either token is cancelled. It completes "not cancelled" once
     /// both tokens have (then it can never be cancelled). Completion happens on the thread that
     /// completes the deciding operand.
     public static func || (left: CancellationToken, right: CancellationToken) -> CancellationToken {
+        combine(left, right, decidedBy: true)
+    }
+
+    /// `&&` and `||`: the result completes with `decisive` as soon as either operand does, and
+    /// with the other outcome once both operands have completed with it.
+    private static func combine(
+        _ left: CancellationToken, _ right: CancellationToken, decidedBy decisive: Bool
+    ) -> CancellationToken {
         let result = CancellationToken()
-        let notCancelledCount = Locked(0)
+        let undecided = Locked(0)
         let observe: (Bool) -> Void = { cancelled in
-            if cancelled {
-                result.complete(cancelled: true)
-            } else if notCancelledCount.withLock({ count -> Bool in
+            if cancelled == decisive {
+                result.complete(cancelled: decisive)
+            } else if undecided.withLock({ count -> Bool in
                 count += 1
                 return count == 2
             }) {
-                result.complete(cancelled: false)
+                result.complete(cancelled: !decisive)
             }
         }
         left.onComplete(observe)

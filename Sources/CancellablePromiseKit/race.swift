@@ -59,15 +59,7 @@ private func race<T>(
     let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
         inputs?.cancel(except: index)
     }
-    return CancellablePromise(member: winner, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
-}
-
-/// The cancel closure of a combinator's result: cancels every input when `autoCancel`.
-func cancelAll<T>(_ promises: [CancellablePromise<T>], if autoCancel: Bool) -> (() -> Void)? {
-    guard autoCancel else { return nil }
-    return {
-        for promise in promises { promise.cancel() }
-    }
+    return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs?.cancelAll)
 }
 
 /// Weak references to a combinator's inputs, for `autoCancel`: one object for all of them
@@ -89,6 +81,11 @@ final class WeakInputs<T> {
         for position in inputs.indices where position != index {
             inputs[position].promise?.cancel()
         }
+    }
+
+    /// Cancels every input still alive: the cancel closure of a combinator's result.
+    func cancelAll() {
+        cancel(except: -1)
     }
 }
 

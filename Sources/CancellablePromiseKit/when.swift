@@ -163,8 +163,8 @@ public func when<T>(
     -> CancellablePromise<[Result<T>]>
 {
     let all = when(resolved: promises.map { $0.promise })
-    return CancellablePromise(
-        member: all.promise, context: CancelContext(), cancel: cancelAll(promises, if: autoCancel))
+    let inputs = autoCancel ? WeakInputs(promises) : nil
+    return CancellablePromise(member: all.promise, context: CancelContext(), cancel: inputs?.cancelAll)
 }
 
 /// Variadic form of ``when(resolved:autoCancel:)``.
@@ -214,8 +214,7 @@ public func when<It: IteratorProtocol, T>(
 ///
 /// The result settles on the thread that settles `promise` or rejects `cancelPromise`.
 public func when<U: Thenable, C: Thenable>(_ promise: U, while cancelPromise: C) -> Promise<U.T> where C.T == Void {
-    let output = Promise<U.T>.makePending()
-    drain(promise.asPromise().follow(output))
+    let output = promise.asPromise().follower()
     cancelPromise.pipe { result in
         if case .rejected(let error) = result { output.resolve(.rejected(error)) }
     }
