@@ -1,197 +1,783 @@
 import Dispatch
 import PromiseCore
 
-// The shared state of a cancellable chain.
+// The cancellation graph of cancellable chains.
 //
-// Every pending `CancellablePromise` of a chain is a *member* of its context. Cancelling the
-// context decides, under its lock, that the chain is cancelled, takes the members out and
-// rejects their promises; then, outside the lock, it calls the members' cancel closures and
-// runs the handlers those rejections released. A member leaves the list as soon as its promise
-// settles (its cancel closure is released then), so a settled chain holds nothing.
+// Objects and what keeps them alive:
+// - `CancelContext` is a *handle*: what users (and wrappers, finalizers, tokens, combinators)
+//   hold to be able to cancel a chain. Every `CancellablePromise` of a chain holds the same one.
+// - `CancelStorage` is the chain's shared state, behind one lock: a `CancelState` (the state
+//   machine below) listing a `CancelEntry` per pending promise of the chain. Handles count
+//   themselves in their storage; when the last handle goes away the chain is *abandoned*: its
+//   entries drop their promises, cancel closures and links (uncalled), so nothing but the work
+//   itself (a resolver, an upstream promise) keeps the promises alive, and abandoned work that
+//   nothing can settle is freed like any unreferenced promise.
+// - `CancelEntry` is one pending promise of a chain. The promise holds its entry (as its
+//   attachment, told when the promise settles), the entry holds the promise, its cancel closure,
+//   the chain it waits on (a *link*) and the entry of its upstream step; all of that is dropped
+//   when the promise settles, is cancelled, or is abandoned, so no cycle outlives the work.
 //
-// Chains join when a `then` body returns a `CancellablePromise` of another chain: the two
-// contexts become one (union–find: the absorbed context forwards to the other, always from
-// the lower to the higher object address, so forwarding never loops). No code ever holds two
-// context locks, and a context lock is only ever held while taking promise locks.
+// Joins (`cancellize(cancelContext:)` on a cancellable promise) merge the smaller storage into
+// the larger (union by size): the absorbed storage forwards to the other and lists nothing.
+// Forwarding never loops: only an active root is ever absorbed, and a cancelled root is never
+// absorbed (joining a cancelled chain cancels the other one).
+//
+// Links are not joins: a `then`/`recover` body that returns a cancellable promise links the
+// step waiting on it to that promise's chain. Cancelling the waiting chain cancels the linked
+// one; the link ends when the step settles.
+//
+// Lock order: no code holds two storage locks at once. A storage lock may be held while taking
+// promise locks (to reject the chain's promises), never the reverse. User code (cancel closures,
+// handlers, deinits of captured objects) never runs under a storage lock.
 
-/// A member of a cancel context: a pending `CancellablePromise`. Its mutable fields are guarded
-/// by the lock of the context that lists it.
-protocol CancelMember: AnyObject {
-    /// Index in the listing context's `members`; `unlisted` or `settled` otherwise.
-    var memberIndex: Int { get set }
-    /// The context the member was created in (it may forward to another).
-    var cancelContext: CancelContext { get }
-    /// Takes the task's cancel closure, if any (called under the context lock).
-    func takeCancelBody() -> (() -> Void)?
-    /// Rejects the member's promise if still pending (called under the context lock).
-    func rejectForCancel(_ error: Error) -> Unblocked
-    /// Another wrapper of the member's promise, to tell when the promise settles.
-    var earlierWrapper: (any PromiseAttachment)? { get set }
+// MARK: - Entries
+
+/// One pending promise of a chain. Created before its promise is listed (a `then` body may link
+/// a returned promise to it as soon as it runs); its mutable fields are guarded by the lock of
+/// the root storage of `home`.
+final class CancelEntry: PromiseAttachment, @unchecked Sendable {
+    // `@unchecked`: every mutable field is guarded by the lock of `home`'s root storage.
+
+    /// Not listed yet.
+    static let unlisted = -1
+    /// Settled, cancelled or abandoned: never listed again.
+    static let done = -2
+    /// Taken out of an absorbed storage and not yet listed in the absorbing one.
+    static let moving = -3
+
+    /// The storage of the chain the entry was created in (it may forward to another).
+    let home: CancelStorage
+    /// Observers (`ensure`, `ensureThen`, `tap`) are not rejected by a cancellation: they pass it
+    /// on when their body has run, so the chain settles in order.
+    let isObserver: Bool
+
+    /// Index in the listing storage's members, or one of the markers above.
+    var index = CancelEntry.unlisted
+    /// The promise to reject when the chain is cancelled.
+    var target: (any CancelTarget)?
+    /// Stops the promise's task; called at most once, only while the promise is pending.
+    var cancelBody: (() -> Void)?
+    /// Chains this step waits on: cancelled with it.
+    var link: CancelLink?
+    /// The entry of the step this one follows in the chain, to tell whether it waits behind an
+    /// observer that has not run yet.
+    var upstream: CancelEntry?
+    /// Another attachment of the same promise, told when it settles.
+    var earlier: (any PromiseAttachment)?
+    /// Set when the entry is cancelled on its own (an `autoCancel` loser).
+    var cancelledAlone = false
+    /// Scratch for `CancelState.cancel`: whether the entry waits behind an observer.
+    var waitsBehindObserver: Bool?
+
+    init(home: CancelStorage, upstream: CancelEntry?, isObserver: Bool, cancel: (() -> Void)?) {
+        self.home = home
+        self.upstream = upstream
+        self.isObserver = isObserver
+        self.cancelBody = cancel
+    }
+
+    /// The promise settled: leave the chain, releasing the cancel closure.
+    package func promiseDidSettle() {
+        home.remove(self)
+    }
+
+    /// Links the chain of `next`, a promise a step body returned, to this step (see
+    /// `CancelStorage.link`): a settled promise links nothing.
+    func link<U: Thenable>(_ next: U) {
+        if let cancellable = next as? CancellablePromise<U.T> {
+            guard cancellable.promise.isPendingLocked else { return }
+            home.link(self, .context(cancellable.cancelContext))
+        } else if !(next is Guarantee<U.T>) {
+            let promise = next.asPromise()
+            if let task = promise.attachedCancellation {
+                home.link(self, .task(task.cancel))
+            }
+        }
+    }
+
+    /// `result`, or the chain's cancellation if the chain was cancelled: what an observer passes
+    /// on once its body has run.
+    func passOn<T>(_ result: Result<T>) -> Result<T> {
+        if let error = home.cancelledError { return .rejected(error) }
+        return result
+    }
+
+    /// Whether the whole chain was cancelled (`recover` never runs for that).
+    var isChainCancelled: Bool { home.cancelledError != nil }
 }
 
-let unlisted = -1
-let settled = -2
+/// What cancelling a step cancels besides its own promise.
+enum CancelLink {
+    /// Another chain, held through its handle: cancelling cancels it.
+    case chain(CancelContext)
+    /// A producer's task.
+    case task(() -> Void)
+    /// Several of them.
+    indirect case both(CancelLink, CancelLink)
+
+    static func context(_ context: CancelContext) -> CancelLink { .chain(context) }
+
+    /// Adds `other` to `link`.
+    static func adding(_ other: CancelLink, to link: CancelLink?) -> CancelLink {
+        guard let link else { return other }
+        return .both(link, other)
+    }
+}
+
+// MARK: - The state machine
+
+/// The state of one storage. Every event is a method that decides under the storage's lock and
+/// returns what must be done after the lock is released.
+struct CancelState {
+    enum Phase {
+        /// Listing the chain's pending promises.
+        case active
+        /// Cancelled with this error; lists nothing, never changes again.
+        case cancelled(any Error)
+        /// No handle left: lists nothing, cancels nothing, never changes again.
+        case abandoned
+        /// Absorbed by a join: everything happens in `next`'s root. `holding` is the storage
+        /// this one counts as a handle of (until its own handles are gone), if any.
+        case forwarded(next: CancelStorage, holding: CancelStorage?)
+    }
+
+    private(set) var phase = Phase.active
+    private(set) var members = MemberList()
+    /// Live handles: `CancelContext`s of this storage, and storages forwarding here that still
+    /// have handles of their own. Starts with the handle that creates the storage.
+    private var handles = 1
+
+    var cancelledError: (any Error)? {
+        if case .cancelled(let error) = phase { return error }
+        return nil
+    }
+
+    var memberCount: Int { members.count }
+
+    // MARK: Handles
+
+    /// A handle of this storage went away. Decides whether the chain is abandoned now, or, for an
+    /// absorbed storage, whether it stops counting as a handle of the one it forwards to.
+    mutating func releaseHandle(into actions: inout CancelActions) -> CancelStorage? {
+        precondition(handles > 0, "CancelContext: a handle was released twice")
+        handles -= 1
+        guard handles == 0 else { return nil }
+        switch phase {
+        case .active:
+            phase = .abandoned
+            let taken = members
+            members = MemberList()
+            taken.forEach { actions.abandon($0) }
+            return nil
+        case .forwarded(let next, let holding):
+            phase = .forwarded(next: next, holding: nil)
+            return holding
+        case .cancelled, .abandoned:
+            return nil
+        }
+    }
+
+    /// Counts one more handle, for a storage about to forward here. `false` unless this is an
+    /// active root.
+    mutating func reserveHandle() -> Bool {
+        guard case .active = phase else { return false }
+        handles += 1
+        return true
+    }
+
+    // MARK: Members
+
+    /// Lists `entry`, whose promise is `target`.
+    mutating func list(_ entry: CancelEntry, target: any CancelTarget, into actions: inout CancelActions) {
+        switch phase {
+        case .active:
+            if entry.index == CancelEntry.done {
+                // Settled between being attached and being listed.
+                actions.release(entry.takeAll())
+                return
+            }
+            entry.target = target
+            members.append(entry)
+        case .cancelled(let error):
+            entry.target = target
+            if entry.isObserver || entry.upstream != nil {
+                // A step added to a cancelled chain: its upstream promise has settled or will
+                // settle rejected, and passes the cancellation on to it (`step` rejects at once a
+                // step whose upstream fulfilled before the cancellation). A body that already
+                // ran has its returned chain cancelled.
+                entry.index = CancelEntry.done
+                if let link = entry.link {
+                    entry.link = nil
+                    actions.follow(link, error: error)
+                }
+                actions.release(entry.takeAll())
+            } else {
+                actions.reject(entry, with: error)
+            }
+        case .abandoned:
+            entry.index = CancelEntry.done
+            actions.release(entry.takeAll())
+        case .forwarded:
+            preconditionFailure("CancelState.list: a forwarded storage lists nothing (lock the root)")
+        }
+    }
+
+    /// The entry's promise settled: unlist it and release what it held.
+    mutating func unlist(_ entry: CancelEntry, into actions: inout CancelActions) {
+        if entry.index >= 0 { members.remove(entry) }
+        entry.index = CancelEntry.done
+        actions.release(entry.takeAll())
+        actions.notify(entry.earlier)
+        entry.earlier = nil
+    }
+
+    /// Records a link of a step whose body returned a pending cancellable promise.
+    mutating func link(_ entry: CancelEntry, _ link: CancelLink, into actions: inout CancelActions) {
+        guard entry.index == CancelEntry.done else {
+            if case .abandoned = phase { return actions.release(link) }
+            entry.link = CancelLink.adding(link, to: entry.link)
+            return
+        }
+        // The step was cancelled while its body ran: the body's result is discarded, and its
+        // work is cancelled with it.
+        if entry.cancelledAlone {
+            actions.follow(link, error: boxedCancellation)
+        } else if let error = cancelledError {
+            actions.follow(link, error: error)
+        } else {
+            actions.release(link)
+        }
+    }
+
+    // MARK: Cancelling
+
+    /// Cancels the chain: rejects every pending promise that does not wait behind an observer,
+    /// takes the cancel closures and links to run after the lock. `false` if it was cancelled,
+    /// or abandoned, already.
+    mutating func cancel(with error: any Error, into actions: inout CancelActions) -> Bool {
+        guard case .active = phase else {
+            if case .forwarded = phase {
+                preconditionFailure("CancelState.cancel: a forwarded storage lists nothing (lock the root)")
+            }
+            return false
+        }
+        phase = .cancelled(error)
+        let taken = members
+        members = MemberList()
+        taken.forEach { Self.markWaitingBehindObserver($0) }
+        taken.forEach { entry in
+            if entry.waitsBehindObserver == true {
+                // Settles when the observer ahead of it passes the cancellation on.
+                entry.index = CancelEntry.done
+                actions.release(entry.takeAll())
+            } else {
+                actions.reject(entry, with: error)
+            }
+        }
+        return true
+    }
+
+    /// Cancels one listed entry, not its chain (an `autoCancel` loser that shares its chain with
+    /// the winner). `false` if it is not listed.
+    mutating func cancelAlone(_ entry: CancelEntry, with error: any Error, into actions: inout CancelActions) -> Bool {
+        guard case .active = phase, entry.index >= 0 else { return false }
+        members.remove(entry)
+        entry.cancelledAlone = true
+        actions.reject(entry, with: error)
+        return true
+    }
+
+    /// Whether `entry` is an observer or follows one that is still listed (in this cancellation
+    /// pass); computed for a whole chain in linear time by remembering the answer per entry.
+    private static func markWaitingBehindObserver(_ entry: CancelEntry) {
+        var path: [CancelEntry] = []
+        var current = entry
+        var answer: Bool
+        while true {
+            if let known = current.waitsBehindObserver {
+                answer = known
+                break
+            }
+            if current.isObserver {
+                answer = true
+                current.waitsBehindObserver = true
+                break
+            }
+            guard let upstream = current.upstream, upstream.index >= 0 else {
+                answer = false
+                current.waitsBehindObserver = false
+                break
+            }
+            path.append(current)
+            current = upstream
+        }
+        for waiting in path { waiting.waitsBehindObserver = answer }
+    }
+
+    // MARK: Joining
+
+    /// Forwards to `next` (an absorbing join) and hands over the members. `nil` unless this is an
+    /// active root.
+    mutating func forward(to next: CancelStorage, holding: CancelStorage?) -> MemberList? {
+        guard case .active = phase else { return nil }
+        phase = .forwarded(next: next, holding: holding)
+        let taken = members
+        members = MemberList()
+        taken.forEach { $0.index = CancelEntry.moving }
+        return taken
+    }
+
+    /// Lists members handed over by an absorbed storage; rejects them if this chain was
+    /// cancelled meanwhile.
+    mutating func absorb(_ moved: MemberList, into actions: inout CancelActions) {
+        switch phase {
+        case .active:
+            moved.forEach { entry in
+                // A member that settled while moving marked itself done.
+                if entry.index == CancelEntry.moving { members.append(entry) }
+            }
+        case .cancelled(let error):
+            moved.forEach { entry in
+                if entry.index == CancelEntry.moving { actions.reject(entry, with: error) }
+            }
+        case .abandoned:
+            preconditionFailure("CancelState.absorb: the absorbing storage holds a handle reserved for the join")
+        case .forwarded:
+            preconditionFailure("CancelState.absorb: a forwarded storage lists nothing (lock the root)")
+        }
+    }
+
+    /// Re-points a forwarded storage at the root found past `next` (path compression).
+    mutating func compress(to root: CancelStorage) {
+        if case .forwarded(let next, let holding) = phase, next !== root {
+            phase = .forwarded(next: root, holding: holding)
+        }
+    }
+}
+
+extension CancelEntry {
+    /// Empties the entry (under its storage's lock); the result is released after the lock.
+    func takeAll() -> Released {
+        let released = Released(cancelBody: cancelBody, link: link, target: target)
+        cancelBody = nil
+        link = nil
+        target = nil
+        upstream = nil
+        return released
+    }
+
+    /// What an entry held, released outside the lock (closures may own objects whose `deinit`
+    /// runs user code).
+    struct Released {
+        var cancelBody: (() -> Void)?
+        var link: CancelLink?
+        var target: (any CancelTarget)?
+    }
+}
+
+// MARK: - Actions
+
+/// What a cancellation, a settle or an abandonment does after the storage lock is released:
+/// follow links to the chains they reach, call cancel closures, run the handlers released by
+/// the rejections, and release whatever entries held.
+///
+/// Rejections happen under the lock (when the actions are recorded), so nothing a cancel closure
+/// causes can change an outcome already decided.
+struct CancelActions {
+    private var calls: [() -> Void] = []
+    private var singleCall: (() -> Void)?
+    private var released: [Unblocked] = []
+    private var single: Unblocked?
+    private var links: [CancelLink] = []
+    private var dropped: [CancelEntry.Released] = []
+    private var notified: [any PromiseAttachment] = []
+    /// The error linked chains are cancelled with.
+    private(set) var linkError: (any Error)?
+
+    init() {}
+
+    var isEmpty: Bool {
+        calls.isEmpty && singleCall == nil && released.isEmpty && single == nil && links.isEmpty
+            && dropped.isEmpty && notified.isEmpty
+    }
+
+    /// Rejects `entry`'s promise with `error`, and takes its cancel closure and links (to call
+    /// and follow if the promise was still pending, to release otherwise).
+    mutating func reject(_ entry: CancelEntry, with error: any Error) {
+        entry.index = CancelEntry.done
+        let body = entry.cancelBody
+        let link = entry.link
+        let target = entry.target
+        entry.cancelBody = nil
+        entry.link = nil
+        entry.target = nil
+        entry.upstream = nil
+        guard let target else {
+            dropped.append(.init(cancelBody: body, link: link, target: nil))
+            return
+        }
+        var unblocked = target.rejectForCancel(error)
+        guard unblocked.source != nil else {
+            // Settled on its own first: the closure is not called, a settled promise links
+            // nothing; its own settle notification finishes the entry.
+            dropped.append(.init(cancelBody: body, link: link, target: target))
+            return
+        }
+        if let attached = unblocked.attachment, attached === entry {
+            // Left the chain here, under the lock: `drain` notifies the earlier attachment in
+            // the entry's place instead of taking the lock again.
+            unblocked.attachment = entry.earlier
+            entry.earlier = nil
+        }
+        if let body {
+            if singleCall == nil { singleCall = body } else { calls.append(body) }
+        }
+        if let link { follow(link, error: error) }
+        if single == nil { single = unblocked } else { released.append(unblocked) }
+    }
+
+    /// Abandons `entry`: its cancel closure and links are released uncalled.
+    mutating func abandon(_ entry: CancelEntry) {
+        entry.index = CancelEntry.done
+        dropped.append(entry.takeAll())
+    }
+
+    mutating func release(_ taken: CancelEntry.Released) {
+        if taken.cancelBody != nil || taken.link != nil || taken.target != nil { dropped.append(taken) }
+    }
+
+    mutating func release(_ link: CancelLink) {
+        dropped.append(.init(cancelBody: nil, link: link, target: nil))
+    }
+
+    mutating func notify(_ attachment: (any PromiseAttachment)?) {
+        if let attachment { notified.append(attachment) }
+    }
+
+    /// Cancels the chains `link` reaches (with `error`, or the error of this cancellation).
+    mutating func follow(_ link: CancelLink, error: (any Error)? = nil) {
+        if let error, linkError == nil { linkError = error }
+        links.append(link)
+    }
+
+    /// Takes the next link to follow.
+    mutating func nextLink() -> CancelLink? {
+        links.popLast()
+    }
+
+    mutating func call(_ body: @escaping () -> Void) {
+        if singleCall == nil { singleCall = body } else { calls.append(body) }
+    }
+
+    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
+    mutating func run() {
+        for attachment in notified { attachment.promiseDidSettle() }
+        notified = []
+        singleCall?()
+        singleCall = nil
+        for body in calls { body() }
+        calls = []
+        if let single {
+            self.single = nil
+            drain(single)
+        }
+        if !released.isEmpty {
+            // Moved out in order rather than iterated: iterating copies every `Unblocked`.
+            released.reverse()
+            while let unblocked = released.popLast() { drain(unblocked) }
+        }
+        dropped = []
+    }
+}
+
+// MARK: - Storage
+
+/// The lock and state of a chain (see the top of this file). Never exposed: users hold
+/// `CancelContext` handles.
+final class CancelStorage: @unchecked Sendable {
+    // `@unchecked`: `state` is only touched with the lock held.
+    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    private var lockWord = makeLockWord()
+    private var state = CancelState()
+
+    init() {}
+
+    deinit {
+        lockWordDestroy(lockWordPointer(self))
+    }
+
+    @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }
+    @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
+
+    /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
+    /// shortening the path for the next caller.
+    private func lockRoot() -> CancelStorage {
+        var storage = self
+        var hops = 0
+        while true {
+            storage.lock()
+            guard case .forwarded(let next, _) = storage.state.phase else { break }
+            storage.unlock()
+            storage = next
+            hops += 1
+        }
+        if hops > 1 {
+            let root = storage
+            root.unlock()
+            lock()
+            state.compress(to: root)
+            unlock()
+            return root.lockRoot()
+        }
+        return storage
+    }
+
+    /// Runs `event` on the root's state with its lock held, then the actions it recorded.
+    @inline(__always)
+    private func withRoot<R>(_ event: (inout CancelState, inout CancelActions) -> R) -> R {
+        var actions = CancelActions()
+        let root = lockRoot()
+        let result = event(&root.state, &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
+        return result
+    }
+
+    /// Follows the links recorded in `actions` (cancelling the chains they reach, each under its
+    /// own lock, iteratively), then runs the actions.
+    private static func finish(_ actions: inout CancelActions) {
+        while let link = actions.nextLink() {
+            switch link {
+            case .chain(let context):
+                let error = actions.linkError ?? boxedCancellation
+                let root = context.storage.lockRoot()
+                _ = root.state.cancel(with: error, into: &actions)
+                root.unlock()
+            case .task(let body):
+                actions.call(body)
+            case .both(let first, let second):
+                actions.follow(second)
+                actions.follow(first)
+            }
+        }
+        actions.run()
+    }
+
+    // MARK: Events
+
+    var cancelledError: (any Error)? {
+        let root = lockRoot()
+        let error = root.state.cancelledError
+        root.unlock()
+        return error
+    }
+
+    var memberCount: Int {
+        let root = lockRoot()
+        let count = root.state.memberCount
+        root.unlock()
+        return count
+    }
+
+    /// Whether `entry` is listed (its promise pending and not cancelled).
+    func isListed(_ entry: CancelEntry) -> Bool {
+        let root = lockRoot()
+        let listed = entry.index >= 0 || entry.index == CancelEntry.moving
+        root.unlock()
+        return listed
+    }
+
+    func isSameChain(as other: CancelStorage) -> Bool {
+        root === other.root
+    }
+
+    private var root: CancelStorage {
+        let root = lockRoot()
+        root.unlock()
+        return root
+    }
+
+    func cancel(with error: any Error) {
+        withRoot { state, actions in
+            _ = state.cancel(with: error, into: &actions)
+        }
+    }
+
+    /// Cancels `entry` alone (not its chain); see `CancelState.cancelAlone`.
+    func cancelAlone(_ entry: CancelEntry) {
+        withRoot { state, actions in
+            _ = state.cancelAlone(entry, with: boxedCancellation, into: &actions)
+        }
+    }
+
+    /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
+    /// if the promise has settled or the chain was cancelled.
+    func add<T>(_ entry: CancelEntry, for promise: Promise<T>) {
+        let (attached, previous) = promise.replaceAttachment(with: entry)
+        guard attached else {
+            // Settled already: nothing to cancel; the closure is released uncalled.
+            withRoot { _, actions in
+                entry.index = CancelEntry.done
+                actions.release(entry.takeAll())
+            }
+            return
+        }
+        withRoot { state, actions in
+            if !(previous is PromiseCancellation) {
+                entry.earlier = previous
+                if entry.index == CancelEntry.done {
+                    actions.notify(previous)
+                    entry.earlier = nil
+                }
+            }
+            state.list(entry, target: promise, into: &actions)
+        }
+    }
+
+    func remove(_ entry: CancelEntry) {
+        withRoot { state, actions in
+            state.unlist(entry, into: &actions)
+        }
+    }
+
+    func link(_ entry: CancelEntry, _ link: CancelLink) {
+        withRoot { state, actions in
+            state.link(entry, link, into: &actions)
+        }
+    }
+
+    /// A handle of this storage went away (see `CancelState.releaseHandle`).
+    func releaseHandle() {
+        var storage: CancelStorage? = self
+        while let current = storage {
+            var actions = CancelActions()
+            current.lock()
+            storage = current.state.releaseHandle(into: &actions)
+            current.unlock()
+            actions.run()
+        }
+    }
+
+    /// Makes this chain and `other`'s one: afterwards cancelling either cancels both. If either
+    /// was cancelled already, the joined chain is cancelled.
+    func join(_ other: CancelStorage) {
+        while true {
+            let (a, aCount, aError) = snapshot()
+            let (b, bCount, bError) = other.snapshot()
+            if a === b { return }
+            if aError != nil, bError != nil { return }
+            // The cancelled root absorbs (it never changes again); otherwise the larger one.
+            let (from, to) = bError != nil || (aError == nil && aCount <= bCount) ? (a, b) : (b, a)
+            let holding: CancelStorage?
+            if to.state(locked: { $0.reserveHandle() }) {
+                holding = to
+            } else if to.cancelledErrorIfRoot != nil {
+                holding = nil
+            } else {
+                continue  // `to` was absorbed or cancelled meanwhile
+            }
+            from.lock()
+            let moved = from.state.forward(to: to, holding: holding)
+            from.unlock()
+            guard let moved else {
+                if let holding { holding.releaseHandle() }
+                continue  // `from` changed meanwhile
+            }
+            var actions = CancelActions()
+            let root = to.lockRoot()
+            root.state.absorb(moved, into: &actions)
+            root.unlock()
+            CancelStorage.finish(&actions)
+            return
+        }
+    }
+
+    /// The root, its member count and its cancellation error, read under its lock.
+    private func snapshot() -> (CancelStorage, Int, (any Error)?) {
+        let root = lockRoot()
+        let result = (root, root.state.memberCount, root.state.cancelledError)
+        root.unlock()
+        return result
+    }
+
+    private func state<R>(locked body: (inout CancelState) -> R) -> R {
+        lock()
+        defer { unlock() }
+        return body(&state)
+    }
+
+    private var cancelledErrorIfRoot: (any Error)? {
+        state { $0.cancelledError }
+    }
+}
 
 /// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
 /// box on every call.
-private let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled
+let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled
+
+// MARK: - The public handle
 
 /// The cancellation scope of a chain of `CancellablePromise`s.
 ///
 /// Every promise of a chain (`then`, `map`, `done`, `catch`… of a `CancellablePromise`) shares
 /// one context; `cancel()` on any of them, or on the context, cancels the whole chain:
 /// - every still-pending promise of the chain is rejected (with `CancellablePromiseError
-///   .cancelled` unless `cancel(with:)` says otherwise) before `cancel()` returns;
+///   .cancelled` unless `cancel(with:)` says otherwise) before `cancel()` returns, except that
+///   a promise waiting behind an observer (`ensure`, `ensureThen`, `tap`) that has not run yet
+///   settles when that observer passes the cancellation on, so the chain settles in order;
 /// - the cancel closure of every pending task is called exactly once, synchronously on the
 ///   cancelling thread, after those rejections;
+/// - the chains that pending steps wait on (promises their `then`/`recover` bodies returned) are
+///   cancelled too;
 /// - the handlers released by the rejections then run (`on: nil` ones synchronously, others on
 ///   their queues).
 ///
-/// Holding only the context (not the promises) lets settled promises be freed. Thread-safe;
-/// cancelling twice, or cancelling a settled chain, does nothing more.
-public final class CancelContext: @unchecked Sendable {
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
-    private var forward: CancelContext?
-    private var error: Error?
-    private var members = MemberList()
+/// A context is a *cancel handle*: while it (or any promise of its chain) is alive, the chain
+/// can be cancelled and its cancel closures are kept. When the last handle goes away, the cancel
+/// closures are released uncalled and the work settles the chain normally; with nothing able to
+/// settle it either, the whole chain is freed. Holding only the context (not the promises) lets
+/// settled promises be freed.
+///
+/// Thread-safe; cancelling twice, or cancelling a settled chain, does nothing more.
+public final class CancelContext: Sendable {
+    let storage: CancelStorage
 
     /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
     /// are cancelled together.
-    public init() {}
-
-    deinit {
-        lockWordDestroy(lockWordPointer(self))
+    public init() {
+        storage = CancelStorage()
     }
 
-    // MARK: Public API
+    deinit {
+        storage.releaseHandle()
+    }
 
     /// Cancels every pending promise and task of the chain (see the type's documentation).
     public func cancel() {
-        cancel(with: boxedCancellation)
+        storage.cancel(with: boxedCancellation)
     }
 
     /// Cancels the chain, rejecting its pending promises with `error`. Only the first call has
     /// an effect.
     public func cancel(with error: Error) {
-        let root = lockRoot()
-        guard root.error == nil else {
-            root.unlock()
-            return
-        }
-        root.error = error
-        let taken = root.members
-        root.members = MemberList()
-        var actions = CancelActions(rejecting: taken, with: error)
-        root.unlock()
-        actions.run()
+        storage.cancel(with: error)
     }
 
-    /// `true` once `cancel()` was called on this context or any promise of its chain.
-    public var isCancelled: Bool { cancelledError != nil }
+    /// `true` once `cancel()` was called on this context or any promise of its chain. Never
+    /// goes back to `false`.
+    public var isCancelled: Bool { storage.cancelledError != nil }
 
     /// The same as `isCancelled` (PromiseKit 7's name).
     public var cancelAttempted: Bool { isCancelled }
 
     /// The error the chain was cancelled with, or `nil`.
-    public var cancelledError: Error? {
-        let root = lockRoot()
-        let error = root.error
-        root.unlock()
-        return error
-    }
+    public var cancelledError: Error? { storage.cancelledError }
 
-    // MARK: Members
-
-    /// Lists `member`, or cancels it at once if the chain is already cancelled.
-    /// `earlierWrapper` is told when the member's promise settles (at once if it already has).
-    func add(_ member: any CancelMember, earlierWrapper: (any PromiseAttachment)? = nil) {
-        let root = lockRoot()
-        if member.memberIndex == settled {
-            root.unlock()
-            earlierWrapper?.promiseDidSettle()
-            return
-        }
-        member.earlierWrapper = earlierWrapper
-        if let error = root.error {
-            var actions = CancelActions(rejecting: MemberList(member), with: error)
-            root.unlock()
-            actions.run()
-            return
-        }
-        root.members.append(member)
-        root.unlock()
-    }
-
-    /// Unlists a member whose promise settled, releasing its cancel closure.
-    func remove(_ member: any CancelMember) {
-        let root = lockRoot()
-        root.members.remove(member)
-        member.memberIndex = settled
-        let body = member.takeCancelBody()
-        let earlier = member.earlierWrapper
-        member.earlierWrapper = nil
-        root.unlock()
-        _ = body  // released here, outside the lock
-        earlier?.promiseDidSettle()
-    }
-
-    /// Makes this context and `other` one: afterwards cancelling either cancels both chains.
-    /// If either was cancelled already, the joined chain is cancelled.
+    /// Makes this context and `other` one chain: afterwards cancelling either cancels both. If
+    /// either was cancelled already, the joined chain is cancelled. Costs O(1) amortised: the
+    /// chain with fewer pending promises is merged into the other.
     func join(_ other: CancelContext) {
-        while true {
-            let a = root, b = other.root
-            if a === b { return }
-            let (from, to) = ObjectIdentifier(a) < ObjectIdentifier(b) ? (a, b) : (b, a)
-            from.lock()
-            guard from.forward == nil else {
-                from.unlock()
-                continue  // joined elsewhere meanwhile: retry with the new roots
-            }
-            from.forward = to
-            var moved = MemberList()
-            from.members.forEach { moved.appendUnindexed($0) }
-            from.members = MemberList()
-            let fromError = from.error
-            from.unlock()
-
-            // A member that settled while between the two lists marked itself `settled`.
-            var pending = MemberList()
-            let target = to.lockRoot()
-            moved.forEach { if $0.memberIndex != settled { pending.appendUnindexed($0) } }
-            if let error = target.error {
-                var actions = CancelActions(rejecting: pending, with: error)
-                target.unlock()
-                actions.run()
-            } else {
-                pending.forEach { target.members.append($0) }
-                target.unlock()
-                if let fromError { target.cancel(with: fromError) }
-            }
-            return
-        }
-    }
-
-    // MARK: Locking
-
-    @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }
-    @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
-
-    /// Locks and returns the context this one forwards to, at the end of the chain of joins.
-    private func lockRoot() -> CancelContext {
-        var context = self
-        while true {
-            context.lock()
-            guard let next = context.forward else { return context }
-            context.unlock()
-            context = next
-        }
-    }
-
-    private var root: CancelContext {
-        let root = lockRoot()
-        root.unlock()
-        return root
+        storage.join(other.storage)
     }
 }
 
@@ -202,113 +788,54 @@ extension CancelContext: Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-/// What a cancellation does once the lock is released: call the cancel closures, then run the
-/// handlers released by rejecting the members. Built under the lock (which rejects the
-/// promises), so nothing a cancel closure causes can change an outcome already decided.
-///
-/// A member whose promise settled on its own but has not left the list yet (it settles under
-/// its promise's lock, then leaves the context) lost the race: its cancel closure is not called,
-/// only released, outside the lock.
-private struct CancelActions {
-    private var bodies: [() -> Void] = []
-    private var singleBody: (() -> Void)?
-    private var released: [Unblocked] = []
-    private var single: Unblocked?
-    private var discarded: [() -> Void] = []
+// MARK: - Member list
 
-    init(rejecting members: MemberList, with error: Error) {
-        if members.count == 1 {
-            members.forEach { single = reject($0, with: error) }
-            return
-        }
-        released.reserveCapacity(members.count)
-        members.forEach { released.append(reject($0, with: error)) }
-    }
-
-    private mutating func reject(_ member: any CancelMember, with error: Error) -> Unblocked {
-        member.memberIndex = unlisted
-        var unblocked = member.rejectForCancel(error)
-        if unblocked.source != nil, let attached = unblocked.attachment, attached === member {
-            // The member's own promise settled here, under the context lock: leave the context
-            // now (what `remove` does once notified) instead of taking the lock again per
-            // member, and let `drain` notify the earlier wrapper, outside the lock, in its place.
-            member.memberIndex = settled
-            unblocked.attachment = member.earlierWrapper
-            member.earlierWrapper = nil
-        }
-        if let body = member.takeCancelBody() {
-            if unblocked.source == nil {
-                discarded.append(body)  // settled already: not called, released after the lock
-            } else if singleBody == nil {
-                singleBody = body
-            } else {
-                bodies.append(body)
-            }
-        }
-        return unblocked
-    }
-
-    mutating func run() {
-        singleBody?()
-        for body in bodies { body() }
-        if let single { drain(single) }
-        guard !released.isEmpty else { return }
-        // Moved out in order rather than iterated: iterating copies every `Unblocked` (through
-        // the runtime's value witnesses of its optional fields).
-        released.reverse()
-        while let unblocked = released.popLast() { drain(unblocked) }
-    }
-}
-
-/// The pending members of a context. The first is stored inline (index 0), so a context with
-/// one task allocates no array; the others are at `index - 1` in `rest`. Guarded by the
-/// context's lock, like the members' `memberIndex`.
+/// The pending members of a storage. The first is stored inline (index 0), so a chain with one
+/// pending promise allocates no array; the others are at `index - 1` in `rest`. Guarded by the
+/// storage's lock, like the members' `index`. The array is released or shrunk as members leave,
+/// so a long-lived chain holds storage for what is pending, not for what it ever listed.
 struct MemberList {
-    private var first: (any CancelMember)?
-    private var rest: [any CancelMember] = []
+    private var first: CancelEntry?
+    private var rest: [CancelEntry] = []
 
     init() {}
 
-    init(_ member: any CancelMember) {
-        first = member
-    }
-
     var count: Int { (first == nil ? 0 : 1) + rest.count }
 
-    /// Lists `member`, recording its index in it.
-    mutating func append(_ member: any CancelMember) {
+    /// Lists `entry`, recording its index in it.
+    mutating func append(_ entry: CancelEntry) {
         if first == nil {
-            member.memberIndex = 0
-            first = member
+            entry.index = 0
+            first = entry
         } else {
-            member.memberIndex = rest.count + 1
-            rest.append(member)
+            entry.index = rest.count + 1
+            rest.append(entry)
         }
     }
 
-    /// Lists `member` without touching its index (a temporary list).
-    mutating func appendUnindexed(_ member: any CancelMember) {
-        if first == nil { first = member } else { rest.append(member) }
-    }
-
-    /// Unlists `member` if it is listed here; the last member takes its place.
-    mutating func remove(_ member: any CancelMember) {
-        let index = member.memberIndex
+    /// Unlists `entry`; the last member takes its place.
+    mutating func remove(_ entry: CancelEntry) {
+        let index = entry.index
         if index == 0 {
-            if let first, first === member { self.first = nil }
+            if let first, first === entry { self.first = nil }
             return
         }
         let position = index - 1
-        guard position >= 0, position < rest.count, rest[position] === member else { return }
+        guard position >= 0, position < rest.count, rest[position] === entry else { return }
         let last = rest.removeLast()
         if position < rest.count {
             rest[position] = last
-            last.memberIndex = index
+            last.index = index
+        }
+        if rest.isEmpty {
+            rest = []
+        } else if rest.capacity > 64, rest.count < rest.capacity / 4 {
+            rest = Array(rest)
         }
     }
 
-    func forEach(_ body: (any CancelMember) -> Void) {
+    func forEach(_ body: (CancelEntry) -> Void) {
         if let first { body(first) }
-        for member in rest { body(member) }
+        for entry in rest { body(entry) }
     }
 }

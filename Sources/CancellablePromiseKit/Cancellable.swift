@@ -46,9 +46,10 @@ extension CancellablePromise {
     /// Cancels this promise's chain when `token` is cancelled, as `cancel()` would.
     ///
     /// The cancellation runs synchronously on the thread that cancels the token (at once, on
-    /// this thread, if `token` is already cancelled). The token holds this promise weakly, and
-    /// the registration is removed as soon as this promise settles, so a long-lived token does
-    /// not accumulate registrations. Returns `self`, to keep chaining:
+    /// this thread, if `token` is already cancelled). Until this promise settles the token holds
+    /// the chain's ``CancelContext`` (so the chain stays cancellable through the token even if
+    /// nothing else holds it); the registration is removed as soon as this promise settles, so
+    /// a long-lived token does not accumulate registrations. Returns `self`, to keep chaining:
     ///
     /// ```swift
     /// let request = CancellationRequest()
@@ -57,7 +58,10 @@ extension CancellablePromise {
     /// ```
     @discardableResult
     public func cancel(on token: CancellationToken) -> CancellablePromise<T> {
-        let registration = token.register(self)
+        guard promise.isPendingLocked else { return self }
+        // The token holds the chain's handle (it can cancel the chain, so it keeps it
+        // cancellable) until this promise settles.
+        let registration = token.onCancel { [context = cancelContext] in context.cancel() }
         promise.pipe { _ in registration.remove() }
         return self
     }

@@ -8,38 +8,44 @@ import PromiseCore
 // `conf.Q.map` or `conf.Q.return`; `on: nil` runs synchronously on the settling thread).
 
 extension CancellablePromise {
+    /// An entry for a step that follows this promise in the chain.
+    func nextEntry(isObserver: Bool = false) -> CancelEntry {
+        CancelEntry(home: cancelContext.storage, upstream: entry, isObserver: isObserver, cancel: nil)
+    }
+
     /// Wraps a step of this chain.
-    @inlinable
-    func chained<U>(_ step: Promise<U>) -> CancellablePromise<U> {
-        CancellablePromise<U>(member: step, context: cancelContext, cancel: nil)
+    func chained<U>(_ step: Promise<U>, entry: CancelEntry? = nil) -> CancellablePromise<U> {
+        CancellablePromise<U>(member: step, context: cancelContext, entry: entry ?? nextEntry())
     }
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
-    /// `compactMap`, `done`, `get`, `recover`). On a chain cancelled already, `make` is not
-    /// called and the step is rejected with the cancellation error: with `on: nil` the body
-    /// would otherwise run at once, before the step joins the context.
-    @inlinable
-    func step<U>(_ make: () -> Promise<U>) -> CancellablePromise<U> {
-        if let error = cancelContext.cancelledError { return chained(Promise(error: error)) }
-        return chained(make())
-    }
-
-    /// Makes a promise returned by a step body part of this chain: a `CancellablePromise`'s
-    /// chain joins this one; a plain promise whose producer attached its task gets that task
-    /// cancelled with the chain.
-    func adopt<U>(_ thenable: U) where U: Thenable {
-        if let cancellable = thenable as? CancellablePromise<U.T> {
-            cancelContext.join(cancellable.cancelContext)
-        } else if !(thenable is Guarantee<U.T>) {
-            let promise = thenable.asPromise()
-            if let task = promise.attachedCancellation {
-                _ = CancellablePromise<U.T>(member: promise, context: cancelContext, cancel: task.cancel)
-            }
+    /// `compactMap`, `done`, `get`, `recover`). `make` receives the step's entry, to link what
+    /// the body returns. On a chain cancelled after this promise fulfilled, `make` is not called
+    /// and the step is rejected with the cancellation error: with `on: nil` the body would
+    /// otherwise run at once, before the step joins the chain. (On a cancelled chain whose
+    /// promise is pending, the step is made: this promise will reject and pass the
+    /// cancellation on, in chain order.)
+    func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
+        let entry = nextEntry()
+        if let error = cancelContext.storage.cancelledError, !promise.isPendingLocked, promise.settledError == nil {
+            return chained(Promise(error: error), entry: entry)
         }
+        return chained(make(entry), entry: entry)
     }
 
-    /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns,
-    /// whose chain joins this one: cancelling either cancels both.
+    /// Wraps an observer step (`ensure`, `ensureThen`, `tap`): a cancellation does not reject
+    /// it; it runs its body with the cancellation error and passes the cancellation on, so the
+    /// steps after it settle in chain order. `make` receives the observer's entry.
+    func observer(_ make: (CancelEntry) -> Promise<T>) -> CancellablePromise<T> {
+        let entry = nextEntry(isObserver: true)
+        return chained(make(entry), entry: entry)
+    }
+
+    /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
+    /// While this chain waits on it, cancelling this chain cancels that promise's chain too;
+    /// once it has settled, the two chains are independent again (a promise returned by
+    /// several chains is cancelled only through a chain that waits on it at that moment). Its
+    /// rejection, cancellation included, flows down this chain as a rejection.
     ///
     /// ```swift
     /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
@@ -50,10 +56,10 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
-        step {
+        step { entry in
             promise.then(on: on, flags: flags) { value -> CancellablePromise<U> in
                 let next = try body(value)
-                self.adopt(next)
+                entry.link(next)
                 return next
             }
         }
@@ -61,28 +67,29 @@ extension CancellablePromise {
 
     /// Runs `body` with the value, on `on`, and follows the thenable it returns. Cancelling the
     /// chain rejects the result at once; the returned promise's work is cancelled too if its
-    /// producer attached its task (as PromiseFoundation's do), otherwise it goes on.
+    /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
+    /// otherwise it goes on.
     public func then<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
-        step {
+        step { entry in
             promise.then(on: on, flags: flags) { value -> U in
                 let next = try body(value)
-                self.adopt(next)
+                entry.link(next)
                 return next
             }
         }
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
-    @inlinable public func map<U>(
+    public func map<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        step { promise.map(on: on, flags: flags, transform) }
+        step { _ in promise.map(on: on, flags: flags, transform) }
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
@@ -91,16 +98,16 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
-        step { promise.compactMap(on: on, flags: flags, transform) }
+        step { _ in promise.compactMap(on: on, flags: flags, transform) }
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
-    @inlinable public func done(
+    public func done(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { promise.done(on: on, flags: flags, body) }
+        step { _ in promise.done(on: on, flags: flags, body) }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -109,16 +116,23 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
-        step { promise.get(on: on, flags: flags, body) }
+        step { _ in promise.get(on: on, flags: flags, body) }
     }
 
-    /// Runs `body` with the result on `on`, whatever it is, cancellation included.
+    /// Runs `body` with the result on `on`, whatever it is, cancellation included. If the chain
+    /// is cancelled before `body` has run, `body` receives the cancellation and the steps after
+    /// it settle only once it has run.
     public func tap(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
-        chained(promise.tap(on: on, flags: flags, body))
+        observer { entry in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+                body(result)
+                return .result(entry.passOn(result))
+            }
+        }
     }
 
     /// Discards the value.
@@ -141,8 +155,8 @@ extension CancellablePromise {
         CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body).promise, context: cancelContext)
     }
 
-    /// Recovers from a rejection with the thenable `body` returns (a `CancellablePromise`'s chain
-    /// joins this one). Never runs for the chain's own cancellation: a cancelled chain stays
+    /// Recovers from a rejection with the thenable `body` returns (while this chain waits on a
+    /// returned `CancellablePromise`, cancelling this chain cancels it, as for `then`). Never runs for the chain's own cancellation: a cancelled chain stays
     /// cancelled (unlike PromiseKit 7, where recovering reset it). Other cancellation errors
     /// are recovered only with `policy: .allErrors`.
     public func recover<U: Thenable>(
@@ -151,10 +165,11 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
-        step {
+        step { entry in
             promise.recover(on: on, flags: flags, policy: policy) { error -> U in
+                if entry.isChainCancelled { throw error }
                 let next = try body(error)
-                self.adopt(next)
+                entry.link(next)
                 return next
             }
         }
@@ -169,38 +184,48 @@ extension CancellablePromise {
         recover(on: on, flags: flags, policy: .allErrors) { error -> Guarantee<T> in body(error) }
     }
 
-    /// Runs `body` on `on` once settled, whatever the result, cancellation included.
+    /// Runs `body` on `on` once settled, whatever the result, cancellation included. If the
+    /// chain is cancelled before `body` has run, the steps after it settle only once it has run.
     public func ensure(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
-        chained(promise.ensure(on: on, flags: flags, body))
+        observer { entry in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+                body()
+                return .result(entry.passOn(result))
+            }
+        }
     }
 
-    /// Like `ensure`, waiting for the guarantee `body` returns.
+    /// Like `ensure`, waiting for the guarantee `body` returns: the steps after it settle once
+    /// that guarantee has resolved, also when the chain is cancelled.
     public func ensureThen(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
-        chained(promise.ensureThen(on: on, flags: flags, body))
+        observer { entry in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+                .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+            }
+        }
     }
 
-    /// Like `ensure`, waiting for the cancellable promise `body` returns (whose chain joins this
-    /// one); its rejection is ignored.
+    /// Like `ensure`, waiting for the cancellable promise `body` returns (its rejection is
+    /// ignored). Cancelling this chain does not cancel that cleanup: the steps after this one
+    /// wait for it to settle.
     public func ensureThen(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
-        chained(
-            promise.ensureThen(on: on, flags: flags) {
-                let next = body()
-                self.adopt(next)
-                return Guarantee(
-                    promise: next.promise.step(on: nil, flags: nil, hop: .never) { _ in .result(.fulfilled(())) })
-            })
+        observer { entry in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+                .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+            }
+        }
     }
 
     /// Ends the chain, logging errors other than cancellation through `conf.logHandler`.
@@ -218,8 +243,11 @@ extension CancellablePromise where T == Void {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
-        step {
-            promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in body(error) }
+        step { entry in
+            promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in
+                if entry.isChainCancelled { throw error }
+                body(error)
+            }
         }
     }
 
@@ -230,7 +258,12 @@ extension CancellablePromise where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { promise.recover(on: on, flags: flags, policy: policy, body) }
+        step { entry in
+            promise.recover(on: on, flags: flags, policy: policy) { (error: Error) throws -> Void in
+                if entry.isChainCancelled { throw error }
+                try body(error)
+            }
+        }
     }
 }
 
@@ -323,17 +356,15 @@ extension CancellablePromise where T: Sequence {
         chained(promise.compactMapValues(on: on, flags: flags, transform))
     }
 
-    /// Maps every element to a cancellable promise and waits for all; their chains join this
-    /// one, so cancelling it cancels them.
+    /// Maps every element to a cancellable promise and waits for all; while this chain waits on
+    /// them, cancelling it cancels them.
     public func thenMap<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> CancellablePromise<U>
     ) -> CancellablePromise<[U]> {
         then(on: on, flags: flags) { values -> CancellablePromise<[U]> in
-            let promises = try values.map(transform)
-            for promise in promises { self.adopt(promise) }
-            return self.chained(when(fulfilled: promises.map { $0.promise }))
+            whenAll(try values.map(transform))
         }
     }
 
@@ -343,10 +374,12 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
-        then(on: on, flags: flags) { values -> Promise<[U.T]> in
-            let thenables = try values.map(transform)
-            for thenable in thenables { self.adopt(thenable) }
-            return when(fulfilled: thenables)
+        step { entry in
+            promise.then(on: on, flags: flags) { values -> Promise<[U.T]> in
+                let thenables = try values.map(transform)
+                for thenable in thenables { entry.link(thenable) }
+                return when(fulfilled: thenables)
+            }
         }
     }
 

@@ -32,28 +32,29 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// with plain `Promise` operators is not cancellable.
     public let promise: Promise<T>
 
-    /// The context shared by this promise's chain; cancel it to cancel the chain.
+    /// The context shared by this promise's chain; cancel it to cancel the chain. Holding it
+    /// keeps the chain cancellable (see ``CancelContext``).
     public let cancelContext: CancelContext
 
-    // Guarded by the lock of the context listing this member.
-    var memberIndex = unlisted
-    private var cancelBody: (() -> Void)?
-    /// Another wrapper of the same promise, attached before this one: told when it settles.
-    var earlierWrapper: (any PromiseAttachment)?
+    /// This promise's place in its chain.
+    let entry: CancelEntry
 
-    /// Makes `promise` a member of `context`; `cancel` stops its task. If `promise` has
-    /// settled already there is nothing to cancel and nothing is registered.
-    @usableFromInline
-    init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
+    /// Makes `promise` a member of `context`, through `entry` (made for it in `context`). If
+    /// `promise` has settled already there is nothing to cancel and nothing is listed.
+    init(member promise: Promise<T>, context: CancelContext, entry: CancelEntry) {
         self.promise = promise
         self.cancelContext = context
-        self.cancelBody = cancel
-        let (attached, previous) = promise.replaceAttachment(with: self)
-        guard attached else {
-            cancelBody = nil
-            return
-        }
-        context.add(self, earlierWrapper: previous is PromiseCancellation ? nil : previous)
+        self.entry = entry
+        context.storage.add(entry, for: promise)
+    }
+
+    /// Makes `promise` a member of `context`, the first of its chain (no upstream step);
+    /// `cancel` stops its task.
+    @usableFromInline
+    convenience init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
+        self.init(
+            member: promise, context: context,
+            entry: CancelEntry(home: context.storage, upstream: nil, isObserver: false, cancel: cancel))
     }
 
     // MARK: Creating
@@ -102,6 +103,9 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// ```
     public convenience init<R: Thenable>(wrapper body: (_ cancelPromise: Promise<Void>) throws -> R) where R.T == T {
         let (cancelPromise, cancelResolver) = Promise<Void>.pending()
+        // Rejects `cancelPromise` when called; fulfils it when released uncalled (this promise
+        // settled, or its last cancel handle went away), so it never stays pending.
+        let signal = CancelSignal(cancelResolver)
         let output: Promise<T>
         var inner: CancellablePromise<T>?
         do {
@@ -111,12 +115,10 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         } catch {
             output = Promise(error: error)
         }
-        let cancelInner = inner
-        self.init(member: output, context: CancelContext()) {
-            cancelResolver.reject(CancellablePromiseError.cancelled)
-            cancelInner?.cancel()
-        }
-        output.pipe { _ in cancelResolver.fulfill(()) }
+        let context = CancelContext()
+        let entry = CancelEntry(home: context.storage, upstream: nil, isObserver: false) { signal.cancel() }
+        self.init(member: output, context: context, entry: entry)
+        if let inner { entry.link(inner) }
     }
 
     /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
@@ -185,20 +187,21 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     }
 }
 
-extension CancellablePromise: CancelMember, PromiseAttachment {
-    func takeCancelBody() -> (() -> Void)? {
-        let body = cancelBody
-        cancelBody = nil
-        return body
+/// Settles a wrapper's `cancelPromise`: rejected by `cancel()`, fulfilled when released
+/// without having been called.
+private final class CancelSignal: Sendable {
+    private let resolver: Resolver<Void>
+
+    init(_ resolver: Resolver<Void>) {
+        self.resolver = resolver
     }
 
-    func rejectForCancel(_ error: Error) -> Unblocked {
-        promise.settle(rejected: error)
+    func cancel() {
+        resolver.reject(CancellablePromiseError.cancelled)
     }
 
-    /// The wrapped promise settled: leave the context, releasing the cancel closure.
-    package func promiseDidSettle() {
-        cancelContext.remove(self)
+    deinit {
+        resolver.fulfill(())
     }
 }
 
@@ -240,7 +243,9 @@ extension Thenable {
     /// itself.
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         if let cancellable = self as? CancellablePromise<T> {
-            if let cancelContext { cancelContext.join(cancellable.cancelContext) }
+            if let cancelContext, cancelContext !== cancellable.cancelContext {
+                cancelContext.join(cancellable.cancelContext)
+            }
             return cancellable
         }
         if let guarantee = self as? Guarantee<T> {

@@ -53,44 +53,70 @@ private func race<T>(
     autoCancel: Bool
 ) -> CancellablePromise<T> {
     guard !promises.isEmpty else { return CancellablePromise(error: PMKError.badInput) }
-    // Weak: a pending input is kept alive by its own context, and a settled one needs no
-    // cancelling, so the settled race does not keep its inputs alive.
-    let inputs = autoCancel ? WeakInputs(promises) : nil
-    let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
-        inputs?.cancel(except: index)
+    guard autoCancel else {
+        let all = promises.map { $0.promise }
+        let winner = fulfilledOnly ? PromiseCore.race(fulfilled: all) : PromiseCore.race(all)
+        return CancellablePromise(member: winner, context: CancelContext(), cancel: nil)
     }
-    return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs?.cancelAll)
+    let inputs = AutoCancelInputs(promises.map { $0.cancelInput })
+    let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
+        inputs.cancelLosers(winner: index)
+    }
+    return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)
 }
 
-/// Weak references to a combinator's inputs, for `autoCancel`: one object for all of them
-/// rather than a closure per input.
-final class WeakInputs<T> {
-    private struct Input {
-        weak var promise: CancellablePromise<T>?
+/// One input of a combinator with `autoCancel`: the handle of its chain (so the combinator can
+/// cancel it while it is pending) and its place in that chain.
+struct CancelInput {
+    let context: CancelContext
+    let entry: CancelEntry
+}
+
+extension CancellablePromise {
+    var cancelInput: CancelInput { CancelInput(context: cancelContext, entry: entry) }
+}
+
+/// The inputs of a combinator with `autoCancel`, held (with their chains' handles) until the
+/// combinator settles or is cancelled: one object for all of them, rather than a closure per
+/// input. A fire-and-forget `race(…, autoCancel: true)` still cancels its losers; once it has
+/// settled it holds nothing.
+final class AutoCancelInputs: Sendable {
+    private let inputs: Locked<[CancelInput]?>
+
+    init(_ inputs: [CancelInput]) {
+        self.inputs = Locked(inputs)
     }
 
-    private let inputs: [Input]
-
-    init(_ promises: [CancellablePromise<T>]) {
-        inputs = promises.map { Input(promise: $0) }
-    }
-
-    /// Cancels, in order, every input still alive except the one at `index` (none is skipped
-    /// for an index out of range).
-    func cancel(except index: Int) {
-        for position in inputs.indices where position != index {
-            inputs[position].promise?.cancel()
+    private func take() -> [CancelInput]? {
+        inputs.withLock { inputs in
+            defer { inputs = nil }
+            return inputs
         }
     }
 
-    /// Cancels every input still alive: the cancel closure of a combinator's result.
-    func cancelAll() {
-        cancel(except: -1)
+    /// Cancels the pending work of every input but the one at `index`, which settled the
+    /// combinator: never the winner (nor the same promise given twice), nothing it depends on.
+    /// A loser in a chain of its own has that chain cancelled; a loser that is a branch of the
+    /// winner's chain is cancelled alone (its own promise, task and the chains it waits on), so
+    /// the winner's chain is not marked cancelled.
+    func cancelLosers(winner index: Int) {
+        guard let inputs = take(), inputs.indices.contains(index) else { return }
+        let winner = inputs[index]
+        for (position, loser) in inputs.enumerated() where position != index {
+            guard loser.entry !== winner.entry, loser.entry.home.isListed(loser.entry) else { continue }
+            if loser.context.storage.isSameChain(as: winner.context.storage) {
+                loser.entry.home.cancelAlone(loser.entry)
+            } else {
+                loser.context.cancel()
+            }
+        }
     }
-}
 
-/// Cancels `promise` if it is still alive; a pending `CancellablePromise` is kept alive by its
-/// context, so only settled ones (with nothing to cancel) can be gone.
-func weakCancel<T>(_ promise: CancellablePromise<T>) -> () -> Void {
-    { [weak promise] in promise?.cancel() }
+    /// Cancels every input still pending: the cancel closure of the combinator's result.
+    func cancelAll() {
+        guard let inputs = take() else { return }
+        for input in inputs where input.entry.home.isListed(input.entry) {
+            input.context.cancel()
+        }
+    }
 }

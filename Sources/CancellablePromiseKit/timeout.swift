@@ -82,35 +82,47 @@ extension Thenable {
 }
 
 extension CancellablePromise {
-    /// Returns a promise of this chain that settles as this one does; if this one has not
-    /// settled after `seconds`, the whole chain is cancelled with ``PromiseTimeoutError`` (as
-    /// `cancel(with:)` does): the task behind this promise is cancelled and every pending promise
-    /// of the chain, the returned one included, is rejected with the timeout error.
+    /// Returns a cancellable promise that settles as this one does, or, if this one has not
+    /// settled after `seconds`, is rejected with ``PromiseTimeoutError`` while this promise's
+    /// chain is cancelled with that error (as `cancel(with:)` does): the task behind this promise
+    /// is stopped.
     ///
-    /// The timeout error is not a cancellation error (`error.isCancelled` is `false`), so a
-    /// `catch` with the default policy receives it; the chain's own `isCancelled` does become
-    /// `true`, because its cancellation was requested. The timer fires on a global queue and
-    /// the cancellation runs there; handlers run where their `on:` says. The timer is stopped
-    /// and released as soon as this promise settles (or the chain is cancelled otherwise).
+    /// The timeout error is not a cancellation error (`error.isCancelled` is `false`): the
+    /// returned promise starts a chain of its own that is *not* cancelled by the timeout, so a
+    /// `catch` with the default policy receives the error and a `recover` after it can recover
+    /// from it, as from any other failure. This promise's chain does become cancelled
+    /// (`isCancelled` is `true` there). Cancelling the returned promise's chain cancels this
+    /// promise's chain too (while it is pending) and stops the timer.
+    ///
+    /// The timer fires on a global queue and the cancellation runs there; handlers run where
+    /// their `on:` says. The timer is stopped and released as soon as this promise settles.
     ///
     /// ```swift
     /// URLSession.shared.dataTask(.promise, with: url)
     ///     .cancellize()
     ///     .timeout(seconds: 10)      // after 10 s the request itself is cancelled
-    ///     .done { data, _ in /* … */ }
-    ///     .catch { error in /* PromiseTimeoutError */ }
+    ///     .recover { error -> Promise<(data: Data, response: URLResponse)> in
+    ///         guard error is PromiseTimeoutError else { throw error }
+    ///         return cachedResponse()
+    ///     }
     /// ```
     public func timeout(seconds: TimeInterval) -> CancellablePromise<T> {
-        let context = cancelContext
-        let timer = TimeoutTimer(seconds: seconds) {
-            context.cancel(with: PromiseTimeoutError(seconds: seconds))
-        }
+        let source = cancelContext
         let output = Promise<T>.makePending()
+        let timer = TimeoutTimer(seconds: seconds) {
+            let error = PromiseTimeoutError(seconds: seconds)
+            source.cancel(with: error)
+            output.resolve(.rejected(error))
+        }
         promise.pipe { result in
             timer.cancel()
             output.resolve(result)
         }
-        return chained(output)
+        let context = CancelContext()
+        let entry = CancelEntry(home: context.storage, upstream: nil, isObserver: false) { timer.cancel() }
+        let timed = CancellablePromise(member: output, context: context, entry: entry)
+        entry.link(self)
+        return timed
     }
 }
 

@@ -10,8 +10,7 @@ import PromiseCore
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
-    let inputs = autoCancel ? WeakInputs(promises) : nil
-    return when(fulfilled: promises.map { $0.promise }, autoCancel: autoCancel) { inputs?.cancel(except: $0) }
+    when(fulfilled: promises.map { $0.promise }, inputs: promises.map { $0.cancelInput }, autoCancel: autoCancel)
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
@@ -31,10 +30,10 @@ public func when<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V)> {
     when(
-        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()], cancels: [weakCancel(pu), weakCancel(pv)],
-        autoCancel: autoCancel
+        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()],
+        inputs: [pu.cancelInput, pv.cancelInput], autoCancel: autoCancel
     )
-    .map(on: nil) { _ in (pu.value!, pv.value!) }
+    .map(on: nil) { [puCore = pu.promise, pvCore = pv.promise] _ in (puCore.value!, pvCore.value!) }
 }
 
 /// Waits for all three inputs to fulfil.
@@ -44,8 +43,8 @@ public func when<U, V, W>(
 ) -> CancellablePromise<(U, V, W)> {
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid()],
-        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw)], autoCancel: autoCancel
-    ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!) }
+        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput], autoCancel: autoCancel
+    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!) }
 }
 
 /// Waits for all four inputs to fulfil.
@@ -55,8 +54,8 @@ public func when<U, V, W, X>(
 ) -> CancellablePromise<(U, V, W, X)> {
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid()],
-        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px)], autoCancel: autoCancel
-    ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
+        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput], autoCancel: autoCancel
+    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!) }
 }
 
 /// Waits for all five inputs to fulfil.
@@ -68,9 +67,9 @@ public func when<U, V, W, X, Y>(
         fulfilled: [
             pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid(), py.promise.asVoid(),
         ],
-        cancels: [weakCancel(pu), weakCancel(pv), weakCancel(pw), weakCancel(px), weakCancel(py)],
+        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput, py.cancelInput],
         autoCancel: autoCancel
-    ).map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
+    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!) }
 }
 
 // The same functions without `autoCancel`: declared so that they are preferred over
@@ -130,29 +129,27 @@ public func when<T>(resolved promises: CancellablePromise<T>...) -> CancellableP
     when(resolved: promises, autoCancel: false)
 }
 
+/// `when(fulfilled:)` over the inputs' promises. With `autoCancel`, a rejection cancels the
+/// other inputs and cancelling the result cancels them all.
 private func when<T>(
     fulfilled promises: [Promise<T>],
-    cancels: [() -> Void],
+    inputs: [CancelInput],
     autoCancel: Bool
 ) -> CancellablePromise<[T]> {
-    when(fulfilled: promises, autoCancel: autoCancel) { except in
-        for (index, cancel) in cancels.enumerated() where index != except { cancel() }
+    guard autoCancel else {
+        return CancellablePromise(member: PromiseCore.when(fulfilled: promises), context: CancelContext(), cancel: nil)
     }
+    let inputs = AutoCancelInputs(inputs)
+    let all = when(fulfilledIndexed: promises) { rejected in inputs.cancelLosers(winner: rejected) }
+    return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
 }
 
-/// `cancel(except:)` cancels every input but the one at the index (all of them for -1); it is
-/// only called with `autoCancel`.
-private func when<T>(
-    fulfilled promises: [Promise<T>],
-    autoCancel: Bool,
-    cancel: @escaping (_ except: Int) -> Void
-) -> CancellablePromise<[T]> {
-    let all = when(fulfilledIndexed: promises) { rejected in
-        guard autoCancel else { return }
-        cancel(rejected)
-    }
-    let cancelAll: (() -> Void)? = autoCancel ? { cancel(-1) } : nil
-    return CancellablePromise(member: all, context: CancelContext(), cancel: cancelAll)
+/// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
+/// others running (what a `thenMap` step waits on).
+func whenAll<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
+    let inputs = AutoCancelInputs(promises.map { $0.cancelInput })
+    let all = PromiseCore.when(fulfilled: promises.map { $0.promise })
+    return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
 }
 
 /// Waits for every input to settle and fulfils with their results in order (it rejects only
@@ -163,7 +160,7 @@ public func when<T>(
     -> CancellablePromise<[Result<T>]>
 {
     let all = when(resolved: promises.map { $0.promise })
-    let inputs = autoCancel ? WeakInputs(promises) : nil
+    let inputs = autoCancel ? AutoCancelInputs(promises.map { $0.cancelInput }) : nil
     return CancellablePromise(member: all.promise, context: CancelContext(), cancel: inputs?.cancelAll)
 }
 
@@ -177,25 +174,47 @@ public func when<T>(
 }
 
 /// Generates cancellable promises lazily, at most `concurrently` pending at once (see the
-/// `Promise` form). Cancelling the result cancels every input generated so far and stops the
-/// generation; so does a rejection.
+/// `Promise` form). Cancelling the result cancels every generated input still pending and stops
+/// the generation; so does a rejection (the input that rejected is not cancelled).
 public func when<It: IteratorProtocol, T>(
     fulfilled promiseIterator: It, concurrently: Int
 )
     -> CancellablePromise<[T]> where It.Element == CancellablePromise<T>
 {
-    let generated = Locked<[CancellablePromise<T>]>([])
-    let cancelled = Locked(false)
+    let generation = Generation()
     var iterator = promiseIterator
     let promises = AnyIterator<Promise<T>> {
-        guard !cancelled.withLock({ $0 }), let next = iterator.next() else { return nil }
-        generated.withLock { $0.append(next) }
+        guard let next = generation.isStopped ? nil : iterator.next() else { return nil }
+        generation.add(next.cancelInput)
         return next.promise
     }
     let all = PromiseCore.when(fulfilled: promises, concurrently: concurrently)
-    return CancellablePromise(member: all, context: CancelContext()) {
-        cancelled.withLock { $0 = true }
-        for promise in generated.withLock({ $0 }) { promise.cancel() }
+    all.pipe { result in
+        if case .rejected = result { generation.stop() }
+    }
+    return CancellablePromise(member: all, context: CancelContext(), cancel: generation.stop)
+}
+
+/// The inputs generated so far by `when(fulfilled:concurrently:)`, and whether to go on.
+private final class Generation: Sendable {
+    private let state = Locked<(stopped: Bool, inputs: [CancelInput])>((false, []))
+
+    var isStopped: Bool { state.withLock { $0.stopped } }
+
+    func add(_ input: CancelInput) {
+        state.withLock { $0.inputs.append(input) }
+    }
+
+    /// Stops the generation and cancels every generated input still pending.
+    func stop() {
+        let inputs = state.withLock { state in
+            state.stopped = true
+            defer { state.inputs = [] }
+            return state.inputs
+        }
+        for input in inputs where input.entry.home.isListed(input.entry) {
+            input.context.cancel()
+        }
     }
 }
 

@@ -460,3 +460,17 @@ import Foundation
 #else
 @inline(__always) var isMainThread: Bool { false }
 #endif
+
+/// A promise that a cancellation can reject, whatever its value type (used by
+/// `CancellablePromiseKit`'s cancel contexts).
+package protocol CancelTarget: AnyObject {
+    /// Rejects the promise with `error` if it is pending; returns what settling released
+    /// (nothing if it had settled already).
+    func rejectForCancel(_ error: any Error) -> Unblocked
+}
+
+extension Promise: CancelTarget {
+    package final func rejectForCancel(_ error: any Error) -> Unblocked {
+        settle(rejected: error)
+    }
+}

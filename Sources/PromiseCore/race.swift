@@ -4,7 +4,9 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     @exclusivity(unchecked) private var rejections = 0
     private let fulfilledOnly: Bool
     private let count: Int
-    private let onWin: ((Int) -> Void)?
+    /// Taken (and released) by the thread that settles the race: an aggregate kept after it
+    /// settled holds nothing of its caller's.
+    @exclusivity(unchecked) private var onWin: ((Int) -> Void)?
 
     init(count: Int, fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) {
         self.count = count
@@ -22,10 +24,17 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
                 unlock()
                 return .none
             }
-            return settleLocked(rejected: PMKError.noWinner)
+            let unused = onWin
+            onWin = nil
+            let released = settleLocked(rejected: PMKError.noWinner)
+            _ = unused  // released outside the lock
+            return released
         }
         let released = settle(as: source)
-        if released.source != nil { onWin?(index) }
+        if released.source != nil, let onWin {
+            self.onWin = nil
+            onWin(index)
+        }
         return released
     }
 }

@@ -46,7 +46,8 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     /// `count` values, then `count` flags (1: the value at that index is stored).
     private let values: UnsafeMutablePointer<T>
     private let stored: UnsafeMutablePointer<UInt8>
-    private let onReject: ((Int) -> Void)?
+    /// Taken (and released) by the thread that settles the aggregate.
+    @exclusivity(unchecked) private var onReject: ((Int) -> Void)?
 
     init(count: Int, onReject: ((Int) -> Void)? = nil) {
         self.count = count
@@ -73,7 +74,10 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
             let released = settle(rejected: error)
-            if released.source != nil { onReject?(index) }
+            if released.source != nil, let onReject {
+                self.onReject = nil
+                onReject(index)
+            }
             return released
         }
         lock()
@@ -95,7 +99,11 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
             initialized = count
         }
         initializeValue(all)
-        return settleLocked()
+        let unused = onReject
+        onReject = nil
+        let released = settleLocked()
+        _ = unused  // released outside the lock
+        return released
     }
 }
 

@@ -8,8 +8,8 @@ import XCTest
 final class CancellationLeakTests: XCTestCase {
     func testSettledChainFreesTaskClosuresAndPromises() {
         let deinits = Counter()
-        weak var weakHead: CancellablePromise<Int>?
-        weak var weakTail: CancellablePromise<Int>?
+        weak var weakHead: Promise<Int>?
+        weak var weakTail: Promise<Int>?
         var resolverRef: Resolver<Int>?
         var context: CancelContext?
         do {
@@ -19,11 +19,11 @@ final class CancellationLeakTests: XCTestCase {
                 return { _ = task }
             }
             let tail = head.map(on: nil) { $0 + 1 }.done(on: nil) { _ in }.map(on: nil) { 2 }
-            weakHead = head
-            weakTail = tail
+            weakHead = head.promise
+            weakTail = tail.promise
             context = tail.cancelContext
         }
-        XCTAssertNotNil(weakHead, "a pending chain is held by its context")
+        XCTAssertNotNil(weakTail, "a pending chain is held while its context can cancel it")
         resolverRef?.fulfill(1)
         resolverRef = nil
         XCTAssertEqual(deinits.value, 1, "the task (cancel closure) is released on settling")
@@ -34,15 +34,15 @@ final class CancellationLeakTests: XCTestCase {
 
     func testCancelledChainFreesTaskClosuresAndPromises() {
         let deinits = Counter()
-        weak var weakHead: CancellablePromise<Int>?
-        weak var weakTail: CancellablePromise<Int>?
+        weak var weakHead: Promise<Int>?
+        weak var weakTail: Promise<Int>?
         var context: CancelContext?
         do {
             let task = DeinitProbe { deinits.increment() }
             let head = CancellablePromise<Int> { _ in { _ = task } }
             let tail = head.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }.map(on: nil) { $0 }
-            weakHead = head
-            weakTail = tail
+            weakHead = head.promise
+            weakTail = tail.promise
             context = head.cancelContext
         }
         XCTAssertNotNil(weakTail)
@@ -110,16 +110,16 @@ final class CancellationLeakTests: XCTestCase {
         XCTAssertNil(weakLoser)
     }
 
-    func testJoinedChainsAreFreedAfterCancel() {
-        weak var weakInner: CancellablePromise<Int>?
-        weak var weakOuter: CancellablePromise<Int>?
+    func testLinkedChainsAreFreedAfterCancel() {
+        weak var weakInner: Promise<Int>?
+        weak var weakOuter: Promise<Int>?
         var context: CancelContext?
         do {
             let (outer, resolver) = CancellablePromise<Int>.pending()
             let inner = CancellablePromise<Int>.pending().promise
-            weakInner = inner
+            weakInner = inner.promise
             let tail = outer.then(on: nil) { _ in inner }
-            weakOuter = tail
+            weakOuter = tail.promise
             resolver.fulfill(1)
             context = tail.cancelContext
         }
