@@ -1,3 +1,10 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Dispatch
 import PromiseCore
 
@@ -153,6 +160,7 @@ struct CancelState {
     }
 
     var memberCount: Int { members.count }
+    var memberCapacity: Int { members.capacity }
 
     // MARK: Handles
 
@@ -486,7 +494,70 @@ struct CancelActions {
             released.reverse()
             while let unblocked = released.popLast() { drain(unblocked) }
         }
+        guard !dropped.isEmpty else { return }
+        var links: [CancelLink] = []
+        for index in dropped.indices {
+            if let link = dropped[index].link {
+                links.append(link)
+                dropped[index].link = nil
+            }
+        }
         dropped = []
+        if !links.isEmpty { LinkRelease.release(&links) }
+    }
+}
+
+// MARK: - Releasing links
+
+/// Releases links without recursing. Releasing a link can release the last handle of the chain
+/// it reaches, which abandons that chain and releases its own links: a chain of a hundred
+/// thousand `then` bodies each waiting on the next would otherwise release them in nested
+/// `deinit`s. The first release on a thread releases, in a loop, whatever the releases it causes
+/// hand over.
+enum LinkRelease {
+    private final class Queue {
+        var pending: [CancelLink] = []
+        var isReleasing = false
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key) { pointer in
+            #if canImport(Darwin)
+            Unmanaged<Queue>.fromOpaque(pointer).release()
+            #else
+            if let pointer { Unmanaged<Queue>.fromOpaque(pointer).release() }
+            #endif
+        }
+        precondition(status == 0, "LinkRelease: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// This thread's queue (created on first use, released when the thread exits).
+    private static var queue: Queue {
+        if let pointer = pthread_getspecific(key) {
+            return Unmanaged<Queue>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        let queue = Queue()
+        pthread_setspecific(key, Unmanaged.passRetained(queue).toOpaque())
+        return queue
+    }
+
+    /// Releases `links` (moved out: the caller keeps no reference that could be the last one).
+    static func release(_ links: inout [CancelLink]) {
+        let queue = self.queue
+        queue.pending.append(contentsOf: links)
+        links = []
+        guard !queue.isReleasing else { return }
+        queue.isReleasing = true
+        while let link = queue.pending.popLast() {
+            if case .both(let first, let second) = link {
+                queue.pending.append(first)
+                queue.pending.append(second)
+            }
+            _ = consume link
+        }
+        queue.isReleasing = false
     }
 }
 
@@ -585,6 +656,13 @@ final class CancelStorage: @unchecked Sendable {
         let listed = entry.index >= 0 || entry.index == CancelEntry.moving
         root.unlock()
         return listed
+    }
+
+    var memberCapacity: Int {
+        let root = lockRoot()
+        let capacity = root.state.memberCapacity
+        root.unlock()
+        return capacity
     }
 
     func isSameChain(as other: CancelStorage) -> Bool {
@@ -801,6 +879,9 @@ struct MemberList {
     init() {}
 
     var count: Int { (first == nil ? 0 : 1) + rest.count }
+
+    /// Slots allocated beyond the inline one (for tests).
+    var capacity: Int { rest.capacity }
 
     /// Lists `entry`, recording its index in it.
     mutating func append(_ entry: CancelEntry) {
