@@ -290,8 +290,9 @@ extension Thenable {
 }
 
 /// The end of a cancellable chain, returned by `catch`: it can still cancel the chain.
-public final class CancellableFinalizer: @unchecked Sendable {
-    private let promise: Promise<Void>
+public final class CancellableFinalizer: Sendable {
+    /// The `catch` step that ends the chain.
+    let promise: Promise<Void>
 
     /// The chain's context.
     public let cancelContext: CancelContext
