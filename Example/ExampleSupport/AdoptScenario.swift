@@ -3,15 +3,16 @@ import Dispatch
 import Foundation
 
 /// `adopt`: code that already returns plain `Promise`s (written for PromiseKit, unchanged) is
-/// made cancellable at the call site with `cancellize()` / `asCancellable()`, and the chain is
-/// cancelled from another thread.
+/// made cancellable at the call site with `cancellize()` / `asCancellable()`, stored in the
+/// screen's `CancelBag`, and cancelled from another thread when the screen closes.
 public enum AdoptScenario {
     /// What the scenario prints before its timeline.
     public static let introduction = """
         Existing functions return plain Promises and know nothing about cancellation. The caller
-        adopts them with .cancellize() / .asCancellable() and cancels the chain from another thread:
-        no later step runs, ensure and catch(policy: .allErrors) do, and a timer joined to the same
-        CancelContext is stopped. A plain Promise's own work cannot be stopped; its result is dropped.
+        adopts them with .cancellize() / .asCancellable() and stores the chain in the screen's
+        CancelBag. The screen closes on another thread and its bag cancels the chain: no later step
+        runs, ensure and catch(policy: .allErrors) do, and a timer joined to the same CancelContext is
+        stopped. A plain Promise's own work cannot be stopped; its result is dropped.
         """
 
     /// Milliseconds after the start at which another thread cancels the chain.
@@ -48,6 +49,8 @@ public enum AdoptScenario {
 
     /// Runs the scenario; resolves once the un-stoppable work has finished.
     public static func run(timeline: Timeline) -> Guarantee<Void> {
+        // The screen's bag: whatever the screen starts is cancelled when the screen goes away.
+        let screen = CancelBag()
         let chain = login(timeline: timeline).cancellize()
             .then(on: nil) { user in
                 fetchProfile(user: user, timeline: timeline).asCancellable()
@@ -63,7 +66,7 @@ public enum AdoptScenario {
             timeline.log(
                 "chain", .observer,
                 "catch(policy: .allErrors) ran: \(describe(error)) (isCancelled: \(error.isCancelled))")
-        }
+        }.store(in: screen)
 
         // A Guarantee from a producer that attaches its task (`after`): joined to the same
         // context, so cancelling the chain stops the timer itself.
@@ -75,9 +78,9 @@ public enum AdoptScenario {
         }
 
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(cancelAfter)) {
-            timeline.log("other thread", .cancelRequested, "chain.cancel()")
-            chain.cancel()
-            timeline.log("other thread", .note, "cancel() returned; chain.isRejected: \(chain.isRejected)")
+            timeline.log("other thread", .cancelRequested, "the screen closes: screenBag.cancelAll()")
+            screen.cancelAll()
+            timeline.log("other thread", .note, "cancelAll() returned; chain.isRejected: \(chain.isRejected)")
         }
 
         return endOfScenario(after: 520) {

@@ -92,7 +92,7 @@ final class ExampleScenarioTests: XCTestCase {
         let observers = events.enumerated().filter { $0.element.kind == .observer }
         XCTAssertEqual(observers.count, 2, "ensure and catch(policy: .allErrors)")
         XCTAssertTrue(observers.allSatisfy { $0.offset > cancel })
-        XCTAssertTrue(events.contains { $0.message == "cancel() returned; chain.isRejected: true" })
+        XCTAssertTrue(events.contains { $0.message == "cancelAll() returned; chain.isRejected: true" })
 
         // A plain promise's work is not stopped: it finishes after the cancel, unused.
         XCTAssertLessThan(cancel, index(of: .finished, "fetch profile", in: events))
