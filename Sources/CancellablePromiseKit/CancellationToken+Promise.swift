@@ -22,7 +22,10 @@ extension Promise {
     /// - The task is also attached to the promise, so `promise.cancellize()` gives a
     ///   `CancellablePromise` whose `cancel()` cancels the task and rejects this promise.
     /// - Once the promise settles, the cancel function is released and the token registration
-    ///   removed, so a long-lived token does not accumulate handlers.
+    ///   removed, so a long-lived token does not accumulate handlers. The token holds the task
+    ///   only while something can still settle the promise (the task keeps its resolver) or
+    ///   observe it (the promise is held); a task abandoned with its promise is freed, with its
+    ///   cancel function, and its registration swept from the token.
     ///
     /// A `nil` token makes a promise that only `cancellize()` can cancel. If `body` throws,
     /// the promise is rejected with the error.
@@ -65,17 +68,22 @@ extension Promise {
         }
         attachCancellation(PromiseCancellation { task.cancel() })
         if let token {
-            task.setRegistration(token.onCancel { task.cancel() })
+            // Weakly: the task lives while the promise can still be settled (its resolver is
+            // held) or observed (the promise is held), and not beyond, on a long-lived token.
+            task.setRegistration(token.register(task))
         }
     }
 }
 
 /// The task behind a `Promise(cancellationToken:resolver:)`: its cancel function and token
 /// registration until the promise settles. It holds the promises weakly, so nothing here keeps
-/// a pending promise alive in a cycle.
-private final class TokenBoundTask<T>: @unchecked Sendable {
+/// a pending promise alive in a cycle; the token holds it weakly too (it is a `Cancellable`):
+/// the resolver's promise (through its `pipe` handler) and the returned promise (through its
+/// attached cancellation) keep it alive.
+private final class TokenBoundTask<T>: Cancellable, @unchecked Sendable {
     private struct State {
         var finished = false
+        var cancelled = false
         var cancelBody: (() -> Void)?
         var registration: CancellationRegistration?
     }
@@ -121,10 +129,14 @@ private final class TokenBoundTask<T>: @unchecked Sendable {
         _ = body
     }
 
+    /// `true` once the token (or `cancellize()`) cancelled the task.
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
     /// Rejects the promise, then cancels the task (settle first, as `CancelContext` does, so
     /// the task's own cancellation error cannot take the place of the cancellation).
     func cancel() {
         let body: (() -> Void)? = state.withLock { state in
+            state.cancelled = true
             if state.finished { return nil }
             defer { state.cancelBody = nil }
             return state.cancelBody

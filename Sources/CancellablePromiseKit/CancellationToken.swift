@@ -4,9 +4,29 @@ import PromiseCore
 // A cancellation token is a future of `Bool`: pending, then completed once with `true`
 // ("cancelled", by its request's `cancel()`) or `false` ("not cancelled", when the request is
 // released without cancelling). Completing decides the outcome under the token's own lock and
-// takes the handler list out; the handlers run after the lock is released, in registration
+// takes the entry list out; the entries run after the lock is released, in registration
 // order, so a handler may cancel, register on or inspect the same token without deadlocking.
-// Each token has its own lock: tokens never wait for each other.
+// Each token has its own lock, and no code holds two token locks at once.
+//
+// Every state change is an event handled under the lock that returns what is left to do once
+// the lock is released (`AfterUnlock`): entries to run, links to remove from operands, and the
+// references to drop. Dropping happens outside the lock because a deinitialiser may run user
+// code or take another token's lock.
+//
+// Derived tokens (`map`, `flatMap`, `&&`, `||`) and the tokens they are derived from:
+// - An operand lists a *link* to each token derived from it. The link holds the derived token
+//   weakly, so a long-lived operand never keeps a derived token alive.
+// - A derived token holds its operands strongly, with the id of its link on each, until the
+//   link has run. When the derived token completes, or is freed while pending, it removes its
+//   remaining links: an operand lists only derived tokens that are alive and pending.
+// - A derived token keeps itself alive (`keptAlive`) while it is pending and has entries of
+//   its own (handlers, registered objects): those are what its user expects to run, even when
+//   the user dropped the token itself. With no entry of its own it lives only as long as
+//   someone holds it (a user, or a token derived from it).
+// - A `register(_:)` entry whose object died still counts until it is swept out. Sweeps run
+//   when a token's entry list has doubled since the last sweep; they follow the links, so the
+//   derived tokens below a growing long-lived token are swept too, and one whose entries all
+//   died lets itself go.
 
 /// The task side of a cancellation: the state of a ``CancellationRequest`` and the place where
 /// a task registers what cancelling it means.
@@ -21,6 +41,12 @@ import PromiseCore
 /// token has already completed; with a queue they run asynchronously on that queue. Each runs at
 /// most once. Every registration returns a ``CancellationRegistration`` whose `remove()` drops
 /// the handler, so long-lived tokens need not accumulate handlers.
+///
+/// A long-lived token keeps only what is still live: removed handlers, `register(_:)` entries
+/// whose object was released, and tokens derived from it (``map(_:)``, ``flatMap(_:)``, `&&`,
+/// `||`) that completed or that nothing can observe any more are all released while it lives
+/// on. A derived token that its user dropped stays alive, and is completed as documented,
+/// exactly as long as it has handlers or registered objects of its own.
 ///
 /// ```swift
 /// func fetch(_ url: URL, cancellationToken: CancellationToken? = nil) -> Promise<Data> {
@@ -43,8 +69,20 @@ public final class CancellationToken: @unchecked Sendable {
     private var state: State
     private var entries: [Entry] = []
     private var nextID: UInt64 = 0
-    /// Entry count at which dead weak registrations are swept out.
+    /// Entry count at which the next sweep runs (dead weak registrations, dead links).
     private var sweepAt = 16
+    /// The last sweep pass that visited this token (a pass visits each token once).
+    private var lastSweepPass: UInt64 = 0
+    /// Entries that are handlers or registered objects (not links to derived tokens).
+    private var ownEntryCount = 0
+    /// `true` for tokens made by `map`, `flatMap`, `&&` and `||`.
+    private let isDerived: Bool
+    /// A derived token's reference to itself while it is pending with entries of its own.
+    private var keptAlive: CancellationToken?
+    /// A derived token's links on its operands that have not run yet (at most two at a time).
+    private var operands: OperandLinks = OperandLinks()
+    /// `&&` and `||`: how many operands completed without deciding the outcome.
+    private var undecidedOperands = 0
 
     private enum State {
         case pending
@@ -53,19 +91,31 @@ public final class CancellationToken: @unchecked Sendable {
 
     init() {
         state = .pending
+        isDerived = false
+    }
+
+    private init(derived: Void) {
+        state = .pending
+        isDerived = true
     }
 
     private init(completed cancelled: Bool) {
         state = .completed(cancelled: cancelled)
+        isDerived = false
     }
 
     deinit {
-        // A pending token is released only when nobody can complete it any more: its onComplete
-        // handlers learn that it will never be cancelled (so no continuation waits forever).
-        if case .pending = state, !entries.isEmpty {
-            let taken = entries
-            entries = []
-            for entry in taken { entry.run(cancelled: false) }
+        if case .pending = state {
+            // A pending request token is released only when nobody can complete it any more:
+            // its onComplete handlers learn that it will never be cancelled (so no continuation
+            // waits forever). A pending derived token has no entries of its own here (they
+            // would keep it alive); it leaves the operands it is still registered on.
+            if !entries.isEmpty {
+                let taken = entries
+                entries = []
+                for entry in taken { entry.run(cancelled: false) }
+            }
+            operands.leave()
         }
         lockWordDestroy(lockWordPointer(self))
     }
@@ -110,7 +160,9 @@ public final class CancellationToken: @unchecked Sendable {
     /// With `on: nil` (the default) `body` runs synchronously on the thread that calls
     /// `cancel()` on the request, after the token's lock is released, or at once on this
     /// thread if the token is already cancelled. With a queue, it runs asynchronously there.
-    /// `body` is released once the token completes or the registration is removed.
+    /// `body` is released once the token completes or the registration is removed. On a
+    /// derived token, the registration keeps the token alive until then, even if nothing else
+    /// holds it.
     ///
     /// ```swift
     /// token.onCancel { [weak task] in task?.cancel() }
@@ -125,7 +177,9 @@ public final class CancellationToken: @unchecked Sendable {
     ///
     /// With `on: nil` (the default) `body` runs synchronously on the thread that completes the
     /// token (the one calling `cancel()`, or releasing the request), or at once on this thread
-    /// if the token has completed already. With a queue, it runs asynchronously there.
+    /// if the token has completed already. With a queue, it runs asynchronously there. `body`
+    /// is released once it has run or the registration is removed. On a derived token, the
+    /// registration keeps the token alive until then, even if nothing else holds it.
     @discardableResult
     public func onComplete(
         on queue: DispatchQueue? = nil,
@@ -139,7 +193,9 @@ public final class CancellationToken: @unchecked Sendable {
     ///
     /// With `on: nil` (the default) `cancel()` is called synchronously on the cancelling thread
     /// (at once, on this thread, if the token is already cancelled); with a queue, on that queue.
-    /// Registrations whose object has been released are swept out as new ones are added.
+    /// Registrations whose object has been released are swept out as new ones are added to the
+    /// token or to the tokens it is derived from. On a derived token, the registration keeps
+    /// the token alive while `cancellable` is (until it is swept out once `cancellable` is gone).
     ///
     /// ```swift
     /// let task = session.dataTask(with: url) { data, response, error in … }
@@ -154,7 +210,8 @@ public final class CancellationToken: @unchecked Sendable {
     // MARK: Completing (by the request and by combinators)
 
     /// Completes the token once; later calls do nothing. Returns whether this call completed it.
-    /// Handlers run on this thread (or are dispatched to their queues) after the lock is released.
+    /// Handlers run on this thread (or are dispatched to their queues) after the lock is released;
+    /// a derived token then leaves the operands it was still registered on.
     @discardableResult
     func complete(cancelled: Bool) -> Bool {
         lock()
@@ -163,33 +220,51 @@ public final class CancellationToken: @unchecked Sendable {
             return false
         }
         state = .completed(cancelled: cancelled)
-        let taken = entries
+        var after = AfterUnlock(run: entries, cancelled: cancelled)
         entries = []
+        ownEntryCount = 0
+        after.leave = operands
+        operands = OperandLinks()
+        after.release = keptAlive
+        keptAlive = nil
         unlock()
-        for entry in taken { entry.run(cancelled: cancelled) }
+        after.perform()
         return true
     }
 
     // MARK: Registration bookkeeping
 
     private func add(_ action: Action, queue: DispatchQueue?) -> CancellationRegistration {
+        guard let id = addEntry(action, queue: queue) else {
+            return CancellationRegistration(token: nil, id: 0)
+        }
+        return CancellationRegistration(token: self, id: id)
+    }
+
+    /// Lists an entry and returns its id, or runs it at once (and returns `nil`) if the token
+    /// has completed. Starts a sweep when the list has doubled since the last one.
+    private func addEntry(_ action: Action, queue: DispatchQueue?) -> UInt64? {
         lock()
         guard case .pending = state else {
             let cancelled = completedValue
             unlock()
             Entry(id: 0, queue: queue, action: action).run(cancelled: cancelled)
-            return CancellationRegistration(token: nil, id: 0)
+            return nil
         }
         let id = nextID
         nextID &+= 1
         entries.append(Entry(id: id, queue: queue, action: action))
-        var swept: [Entry] = []
-        if entries.count >= sweepAt {
-            swept = sweepReleasedCancellables()
+        if action.isOwn {
+            ownEntryCount += 1
+            if isDerived && ownEntryCount == 1 { keptAlive = self }
+        }
+        let sweep = entries.count >= sweepAt
+        if sweep {
+            sweepAt = max(16, 2 * entries.count)  // no other addition starts a sweep meanwhile
         }
         unlock()
-        _ = swept  // released here, outside the lock
-        return CancellationRegistration(token: self, id: id)
+        if sweep { sweepTree() }
+        return id
     }
 
     /// Removes the entry `id` if the token is still pending; returns whether it was removed.
@@ -200,9 +275,21 @@ public final class CancellationToken: @unchecked Sendable {
             return false
         }
         let removed = entries.remove(at: index)
+        let released = removed.action.isOwn ? ownEntriesRemoved(1) : nil
         unlock()
-        _ = removed  // the handler and what it captured are released outside the lock
+        // The handler and what it captured, and the token's reference to itself if that was
+        // its last entry of its own, are released outside the lock.
+        withExtendedLifetime((removed, released)) {}
         return true
+    }
+
+    /// Under the lock: `count` entries of the token's own are gone. Returns the token's
+    /// reference to itself once none is left, to be dropped after unlocking.
+    private func ownEntriesRemoved(_ count: Int) -> CancellationToken? {
+        ownEntryCount -= count
+        guard ownEntryCount == 0, let kept = keptAlive else { return nil }
+        keptAlive = nil
+        return kept
     }
 
     /// Binary search: entries are kept in increasing id order.
@@ -219,23 +306,112 @@ public final class CancellationToken: @unchecked Sendable {
         return low < entries.count && entries[low].id == id ? low : nil
     }
 
-    /// Drops `register(_:)` entries whose object is gone (under the lock; returns them so that
-    /// they are released after it).
-    private func sweepReleasedCancellables() -> [Entry] {
+    // MARK: Sweeping
+
+    /// Sweeps this token and the derived tokens below it.
+    private func sweepTree() {
+        let pass = sweepPasses.withLock { counter -> UInt64 in
+            counter &+= 1
+            return counter
+        }
+        _ = sweep(pass: pass)
+    }
+
+    /// Drops `register(_:)` entries whose object is gone and links whose derived token is gone,
+    /// then sweeps the derived tokens still linked. A derived token left without entries of its
+    /// own lets itself go (it is freed once its caller drops it, and leaves its operands).
+    /// Returns the number of entries kept, in this token and below it. Visits each token once
+    /// per pass (returning 0 the second time), so shared operands and link cycles are safe.
+    ///
+    /// A sweep costs the entries it drops (each paid for by its own addition) plus the live
+    /// entries it visits; the next one waits for at least as many new entries. So sweeping
+    /// costs O(1) per entry, amortised, and a list stays within twice its live entries plus
+    /// the live entries below it.
+    private func sweep(pass: UInt64) -> Int {
+        lock()
+        guard case .pending = state, lastSweepPass != pass else {
+            unlock()
+            return 0
+        }
+        lastSweepPass = pass
+        var after = AfterUnlock()
+        var derived: [CancellationToken] = []
         var kept: [Entry] = []
-        var dropped: [Entry] = []
         kept.reserveCapacity(entries.count)
+        var deadOwn = 0
         for entry in entries {
-            if case .cancel(let weak) = entry.action, weak.isReleased {
-                dropped.append(entry)
-            } else {
+            switch entry.action {
+            case .cancel(let weak) where weak.isReleased:
+                after.drop.append(entry)
+                deadOwn += 1
+            case .derived(let link):
+                if let target = link.target {
+                    derived.append(target)
+                    kept.append(entry)
+                } else {
+                    after.drop.append(entry)
+                }
+            default:
                 kept.append(entry)
             }
         }
         entries = kept
-        sweepAt = max(16, 2 * kept.count)
-        return dropped
+        if deadOwn > 0 { after.release = ownEntriesRemoved(deadOwn) }
+        unlock()
+        var below = 0
+        for token in derived { below += token.sweep(pass: pass) }
+        // A derived token that let itself go is freed here, and leaves this token's list.
+        derived = []
+        after.perform()
+        lock()
+        let own = entries.count
+        sweepAt = max(16, 2 * own + below)
+        unlock()
+        return own + below
     }
+
+    // MARK: Derived tokens
+
+    /// Lists a link that runs `body` with `target` when this token completes, and records it in
+    /// `target`, which removes it when it completes or is freed first.
+    private func addLink(to target: CancellationToken, _ body: @escaping (CancellationToken, Bool) -> Void) {
+        let link = DerivedLink(target: target, body: body)
+        guard let id = addEntry(.derived(link), queue: nil) else { return }  // ran at once
+        target.recordLink(link, on: self, id: id)
+    }
+
+    /// Keeps `operand` and the id of `link` on it until the link runs or this token completes.
+    /// If either happened already, removes the link at once (if still listed).
+    private func recordLink(_ link: DerivedLink, on operand: CancellationToken, id: UInt64) {
+        let record = OperandLink(token: operand, id: id, link: link)
+        lock()
+        guard case .pending = state, !link.hasRun else {
+            unlock()
+            _ = operand.remove(id: id)
+            return
+        }
+        operands.insert(record)
+        unlock()
+    }
+
+    /// The operand of `link` completed and is running it: forget that operand.
+    fileprivate func linkDidRun(_ link: DerivedLink) {
+        lock()
+        link.hasRun = true
+        let forgotten = operands.remove(link)
+        unlock()
+        withExtendedLifetime(forgotten) {}  // the operand is released outside the lock
+    }
+
+    /// `&&`, `||`: an operand completed without deciding; returns `true` if it was the second.
+    private func undecidedOperandCompleted() -> Bool {
+        lock()
+        defer { unlock() }
+        undecidedOperands += 1
+        return undecidedOperands == 2
+    }
+
+    // MARK: Queries
 
     /// The completed value; only under the lock, once completed.
     private var completedValue: Bool {
@@ -243,7 +419,8 @@ public final class CancellationToken: @unchecked Sendable {
         return false
     }
 
-    /// The number of handlers waiting (for tests of registration removal).
+    /// The number of entries stored: handlers, registered objects and links to derived tokens
+    /// (for tests that check that a long-lived token stays bounded).
     package var pendingHandlerCount: Int {
         lock()
         defer { unlock() }
@@ -254,6 +431,9 @@ public final class CancellationToken: @unchecked Sendable {
     @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
 }
 
+/// Numbers the sweep passes.
+private let sweepPasses = Locked<UInt64>(0)
+
 // MARK: - Combinators
 
 extension CancellationToken {
@@ -261,13 +441,18 @@ extension CancellationToken {
     /// cancelling thread) and its result completes the new token (`true` = cancelled); when this
     /// token completes "not cancelled", so does the new one, without calling `transform`.
     ///
+    /// This token holds the new one only weakly: if nothing holds the new token and nothing is
+    /// registered on it, it is freed together with `transform`, and this token forgets it.
+    /// Handlers and objects registered on the new token keep it alive until it completes (or
+    /// they are removed), so they run even if the new token itself was not kept.
+    ///
     /// ```swift
     /// let onlyIfStillVisible = token.map { view.isVisible }
     /// ```
     public func map(_ transform: @escaping () -> Bool) -> CancellationToken {
-        let result = CancellationToken()
-        onComplete { cancelled in
-            result.complete(cancelled: cancelled ? transform() : false)
+        let result = CancellationToken(derived: ())
+        addLink(to: result) { result, cancelled in
+            result.complete(cancelled: cancelled && transform())
         }
         return result
     }
@@ -276,33 +461,47 @@ extension CancellationToken {
     /// cancelling thread) and the new token completes as the token it returns does; when this
     /// token completes "not cancelled", so does the new one, without calling `transform`.
     ///
+    /// The new token is held by this token, then by the returned one, only weakly, as with
+    /// ``map(_:)``: if nothing holds it and nothing is registered on it, it is freed and
+    /// forgotten; what is registered on it keeps it alive until it completes.
+    ///
     /// ```swift
     /// func && (left: CancellationToken, right: CancellationToken) -> CancellationToken {
     ///     left.flatMap { right.map { true } }
     /// }
     /// ```
     public func flatMap(_ transform: @escaping () -> CancellationToken) -> CancellationToken {
-        let result = CancellationToken()
-        onComplete { cancelled in
+        let result = CancellationToken(derived: ())
+        addLink(to: result) { result, cancelled in
             guard cancelled else {
                 result.complete(cancelled: false)
                 return
             }
-            transform().onComplete { result.complete(cancelled: $0) }
+            transform().addLink(to: result) { result, cancelled in
+                result.complete(cancelled: cancelled)
+            }
         }
         return result
     }
 
     /// A token cancelled once both tokens are cancelled. It completes "not cancelled" as soon as
     /// either token does (both can then no longer be cancelled). Completion happens on the thread
-    /// that completes the deciding operand.
+    /// that completes the deciding operand; once completed, the new token leaves the other one.
+    ///
+    /// The operands hold the new token only weakly: if nothing holds it and nothing is
+    /// registered on it, it is freed and forgotten; what is registered on it keeps it alive
+    /// until it completes.
     public static func && (left: CancellationToken, right: CancellationToken) -> CancellationToken {
         combine(left, right, decidedBy: false)
     }
 
     /// A token cancelled as soon as either token is cancelled. It completes "not cancelled" once
     /// both tokens have (then it can never be cancelled). Completion happens on the thread that
-    /// completes the deciding operand.
+    /// completes the deciding operand; once completed, the new token leaves the other one.
+    ///
+    /// The operands hold the new token only weakly: if nothing holds it and nothing is
+    /// registered on it, it is freed and forgotten; what is registered on it keeps it alive
+    /// until it completes.
     public static func || (left: CancellationToken, right: CancellationToken) -> CancellationToken {
         combine(left, right, decidedBy: true)
     }
@@ -312,20 +511,14 @@ extension CancellationToken {
     private static func combine(
         _ left: CancellationToken, _ right: CancellationToken, decidedBy decisive: Bool
     ) -> CancellationToken {
-        let result = CancellationToken()
-        let undecided = Locked(0)
-        let observe: (Bool) -> Void = { cancelled in
-            if cancelled == decisive {
-                result.complete(cancelled: decisive)
-            } else if undecided.withLock({ count -> Bool in
-                count += 1
-                return count == 2
-            }) {
-                result.complete(cancelled: !decisive)
+        let result = CancellationToken(derived: ())
+        let observe: (CancellationToken, Bool) -> Void = { result, cancelled in
+            if cancelled == decisive || result.undecidedOperandCompleted() {
+                result.complete(cancelled: cancelled)
             }
         }
-        left.onComplete(observe)
-        right.onComplete(observe)
+        left.addLink(to: result, observe)
+        right.addLink(to: result, observe)
         return result
     }
 }
@@ -350,7 +543,8 @@ extension CancellationToken: CustomStringConvertible {
 /// A handler registered on a ``CancellationToken``; `remove()` unregisters it.
 ///
 /// Keeping the registration is optional (the handler stays registered until the token completes
-/// either way). It holds its token weakly.
+/// either way). It holds its token weakly; removing the last handler of a derived token that
+/// nothing else holds frees that token.
 public final class CancellationRegistration: @unchecked Sendable {
     private weak var token: CancellationToken?
     private let id: UInt64
@@ -388,6 +582,10 @@ private struct Entry {
         case .cancel(let weak):
             guard cancelled else { return }
             perform { weak.cancel() }
+        case .derived(let link):
+            guard let target = link.target else { return }  // freed: nobody can observe it
+            target.linkDidRun(link)
+            link.body(target, cancelled)
         }
     }
 
@@ -405,6 +603,14 @@ private enum Action {
     case onCancel(() -> Void)
     case onComplete((Bool) -> Void)
     case cancel(WeakCancellable)
+    /// A token derived from this one (always run synchronously).
+    case derived(DerivedLink)
+
+    /// Handlers and registered objects are the token's own entries; links are not.
+    var isOwn: Bool {
+        if case .derived = self { return false }
+        return true
+    }
 }
 
 /// Holds a `Cancellable` weakly; the weak load happens when the handler runs (on its queue).
@@ -418,4 +624,80 @@ private final class WeakCancellable: @unchecked Sendable {
     var isReleased: Bool { object == nil }
 
     func cancel() { object?.cancel() }
+}
+
+/// An operand's entry for a token derived from it: holds that token weakly, and what the
+/// operand's completion does to it (with the combinator's closures and their captures).
+private final class DerivedLink: @unchecked Sendable {
+    weak var target: CancellationToken?
+    let body: (CancellationToken, Bool) -> Void
+    /// Set under the target's lock once the operand has started running the link.
+    var hasRun = false
+
+    init(target: CancellationToken, body: @escaping (CancellationToken, Bool) -> Void) {
+        self.target = target
+        self.body = body
+    }
+}
+
+/// A derived token's record of its link on an operand.
+private struct OperandLink {
+    let token: CancellationToken
+    let id: UInt64
+    let link: DerivedLink
+}
+
+/// A derived token's records of its links that have not run: `map` and `flatMap` wait on one
+/// operand at a time, `&&` and `||` on two.
+private struct OperandLinks {
+    private var first: OperandLink?
+    private var second: OperandLink?
+
+    mutating func insert(_ record: OperandLink) {
+        if first == nil {
+            first = record
+        } else {
+            assert(second == nil, "a derived token waits on two operands at most")
+            second = record
+        }
+    }
+
+    /// Forgets the record of `link`; returns it so that the operand is released after unlocking.
+    mutating func remove(_ link: DerivedLink) -> OperandLink? {
+        if let record = first, record.link === link {
+            first = nil
+            return record
+        }
+        if let record = second, record.link === link {
+            second = nil
+            return record
+        }
+        return nil
+    }
+
+    /// Removes the links from their operands (outside every lock).
+    func leave() {
+        if let first { _ = first.token.remove(id: first.id) }
+        if let second { _ = second.token.remove(id: second.id) }
+    }
+}
+
+/// What a token event leaves to do once the token's lock is released.
+private struct AfterUnlock {
+    /// Entries to run, with the token's outcome.
+    var run: [Entry] = []
+    var cancelled = false
+    /// Links to remove from the operands of a completed derived token.
+    var leave = OperandLinks()
+    /// Entries to release (swept out).
+    var drop: [Entry] = []
+    /// The token's reference to itself, given up.
+    var release: CancellationToken?
+
+    /// Runs the entries, leaves the operands, then releases what was dropped.
+    func perform() {
+        for entry in run { entry.run(cancelled: cancelled) }
+        leave.leave()
+        withExtendedLifetime((drop, release)) {}
+    }
 }

@@ -124,6 +124,92 @@ final class TokenStressTests: XCTestCase {
         }
     }
 
+    func testDerivingAndDroppingTokensWhileOthersCancelRunsEachHandlerExactlyOnce() {
+        let rounds = 10_000
+        let root = CancellationRequest()  // long-lived, never cancelled
+        let a = (0..<rounds).map { _ in CancellationRequest() }
+        let b = (0..<rounds).map { _ in CancellationRequest() }
+        let runs = (0..<rounds).map { _ in Counter() }
+        let expected = (0..<rounds).map { _ in Counter() }
+        let spies = (0..<rounds).map { _ in TokenCancellableSpy() }
+        let transformsFreed = Counter()
+        let box = TokenUnchecked((a, b, runs, expected, spies))
+        onThreads(6) { thread in
+            let (a, b, runs, expected, spies) = box.value
+            for round in 0..<rounds {
+                switch thread {
+                case 0:
+                    a[round].cancel()
+                case 1:
+                    b[round].cancel()
+                case 2:
+                    // Dropped at once: the handler keeps both derived tokens alive.
+                    let probe = TokenLeakProbe { transformsFreed.increment() }
+                    expected[round].increment()
+                    (a[round].token || b[round].token).map { probe.touchedTrue() }.onCancel {
+                        runs[round].increment()
+                    }
+                case 3:
+                    expected[round].increment()
+                    (a[round].token && b[round].token).onComplete { cancelled in
+                        XCTAssertTrue(cancelled)
+                        runs[round].increment()
+                    }
+                    a[round].token.flatMap { b[round].token }.register(spies[round])
+                case 4:
+                    // Removed while `a` may be cancelling: it runs exactly when removal fails.
+                    let registration = (root.token || a[round].token).onCancel { runs[round].increment() }
+                    if !registration.remove() { expected[round].increment() }
+                default:
+                    // Made and dropped over the long-lived root, nothing registered.
+                    _ = root.token.map { true } && a[round].token
+                    _ = root.token || b[round].token
+                    root.token.map { true }.onCancel { XCTFail("the root is never cancelled") }.remove()
+                }
+            }
+        }
+        for round in 0..<rounds {
+            XCTAssertEqual(runs[round].value, expected[round].value, "round \(round)")
+            XCTAssertEqual(spies[round].cancelCount, 1, "round \(round)")
+            XCTAssertEqual(a[round].token.pendingHandlerCount, 0)
+            XCTAssertEqual(b[round].token.pendingHandlerCount, 0)
+        }
+        XCTAssertEqual(transformsFreed.value, rounds)
+        XCTAssertEqual(root.token.pendingHandlerCount, 0)
+    }
+
+    func testDerivedTokensOfOneLongLivedTokenFromSeveralThreadsLeaveItEmpty() {
+        let rounds = 10_000
+        let root = CancellationRequest()  // long-lived, cancelled at the end
+        let other = CancellationRequest()
+        let kept = (0..<4).map { _ in TokenLog<CancellationToken>() }
+        let cancels = Counter()
+        let box = TokenUnchecked(kept)
+        onThreads(4) { thread in
+            for round in 0..<rounds {
+                let derived: CancellationToken
+                switch thread {
+                case 0: derived = root.token.map { true }
+                case 1: derived = root.token.flatMap { other.token }
+                case 2: derived = root.token && other.token
+                default: derived = root.token || other.token
+                }
+                if round % 1_000 == 0 {
+                    // A few are kept, by their user or by a handler; the rest are dropped.
+                    box.value[thread].append(derived)
+                    derived.onCancel { cancels.increment() }
+                }
+            }
+        }
+        XCTAssertEqual(root.token.pendingHandlerCount, 4 * rounds / 1_000)
+        root.cancel()
+        other.cancel()
+        XCTAssertEqual(cancels.value, 4 * rounds / 1_000)
+        XCTAssertTrue(kept.allSatisfy { $0.all.allSatisfy(\.isCancelled) })
+        XCTAssertEqual(root.token.pendingHandlerCount, 0)
+        XCTAssertEqual(other.token.pendingHandlerCount, 0)
+    }
+
     func testTokenPromiseSettlesOnceWhenCancelRacesFulfilment() {
         let rounds = 10_000
         let requests = (0..<rounds).map { _ in CancellationRequest() }

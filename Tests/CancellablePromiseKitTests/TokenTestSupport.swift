@@ -21,6 +21,8 @@ final class TokenLeakProbe: @unchecked Sendable {
     init(_ onDeinit: @escaping @Sendable () -> Void = {}) { self.onDeinit = onDeinit }
     deinit { onDeinit() }
     func touch() {}
+    /// `touch()`, returning `true`: captures the probe in a `map` transform.
+    func touchedTrue() -> Bool { true }
 }
 
 /// A `Cancellable` that counts `cancel()` calls and records on which queue the first came.
