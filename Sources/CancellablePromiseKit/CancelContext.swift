@@ -26,15 +26,17 @@ import PromiseCore
 //
 // Joins (`cancellize(cancelContext:)` on a cancellable promise) merge the smaller storage into
 // the larger (union by size): the absorbed storage forwards to the other and lists nothing.
-// Forwarding never loops: only an active root is ever absorbed, and a cancelled root is never
-// absorbed (joining a cancelled chain cancels the other one).
+// Forwarding never loops: a join decides with both roots locked, only an active root is ever
+// absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
+// other one).
 //
 // Links are not joins: a `then`/`recover` body that returns a cancellable promise links the
 // step waiting on it to that promise's chain. Cancelling the waiting chain cancels the linked
 // one; the link ends when the step settles.
 //
-// Lock order: no code holds two storage locks at once. A storage lock may be held while taking
-// promise locks (to reject the chain's promises), never the reverse. User code (cancel closures,
+// Lock order: only a join holds two storage locks, those of two roots, taken in address order.
+// A storage lock may be held while taking promise locks (to reject the chain's promises), never
+// the reverse. User code (cancel closures,
 // handlers, deinits of captured objects) never runs under a storage lock.
 
 // MARK: - Entries
@@ -49,8 +51,6 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     static let unlisted = -1
     /// Settled, cancelled or abandoned: never listed again.
     static let done = -2
-    /// Taken out of an absorbed storage and not yet listed in the absorbing one.
-    static let moving = -3
 
     /// The storage of the chain the entry was created in (it may forward to another).
     let home: CancelStorage
@@ -185,14 +185,6 @@ struct CancelState {
         }
     }
 
-    /// Counts one more handle, for a storage about to forward here. `false` unless this is an
-    /// active root.
-    mutating func reserveHandle() -> Bool {
-        guard case .active = phase else { return false }
-        handles += 1
-        return true
-    }
-
     // MARK: Members
 
     /// Lists `entry`, whose promise is `target`.
@@ -324,34 +316,56 @@ struct CancelState {
 
     // MARK: Joining
 
-    /// Forwards to `next` (an absorbing join) and hands over the members. `nil` unless this is an
-    /// active root.
-    mutating func forward(to next: CancelStorage, holding: CancelStorage?) -> MemberList? {
-        guard case .active = phase else { return nil }
-        phase = .forwarded(next: next, holding: holding)
-        let taken = members
-        members = MemberList()
-        taken.forEach { $0.index = CancelEntry.moving }
-        return taken
+    enum JoinOutcome {
+        /// Joined, or nothing to join: run the actions.
+        case done
+        /// One of the two was absorbed elsewhere meanwhile: find the roots again.
+        case retry
     }
 
-    /// Lists members handed over by an absorbed storage; rejects them if this chain was
-    /// cancelled meanwhile.
-    mutating func absorb(_ moved: MemberList, into actions: inout CancelActions) {
+    /// Joins the chains of two roots, both locked by the caller. A cancelled root absorbs the
+    /// other (it never changes again), which is cancelled with it; otherwise the root with fewer
+    /// members is absorbed by the other and forwards to it, counting as one of its handles while
+    /// it has handles of its own.
+    static func join(
+        _ a: inout CancelState, b: inout CancelState, aStorage: CancelStorage, bStorage: CancelStorage,
+        into actions: inout CancelActions
+    ) -> JoinOutcome {
+        if case .forwarded = a.phase { return .retry }
+        if case .forwarded = b.phase { return .retry }
+        if case .abandoned = a.phase { return .done }
+        if case .abandoned = b.phase { return .done }
+        let aCancelled = a.cancelledError != nil
+        let bCancelled = b.cancelledError != nil
+        if aCancelled, bCancelled { return .done }
+        if bCancelled || (!aCancelled && a.members.count <= b.members.count) {
+            b.absorb(&a, into: bStorage, actions: &actions)
+        } else {
+            a.absorb(&b, into: aStorage, actions: &actions)
+        }
+        return .done
+    }
+
+    /// Absorbs `absorbed` (an active root) into this root, `storage`: its members are listed
+    /// here, or rejected if this chain was cancelled.
+    private mutating func absorb(_ absorbed: inout CancelState, into storage: CancelStorage, actions: inout CancelActions) {
+        let holding: CancelStorage?
+        if case .active = phase {
+            handles += 1
+            holding = storage
+        } else {
+            holding = nil
+        }
+        absorbed.phase = .forwarded(next: storage, holding: holding)
+        let moved = absorbed.members
+        absorbed.members = MemberList()
         switch phase {
         case .active:
-            moved.forEach { entry in
-                // A member that settled while moving marked itself done.
-                if entry.index == CancelEntry.moving { members.append(entry) }
-            }
+            moved.forEach { members.append($0) }
         case .cancelled(let error):
-            moved.forEach { entry in
-                if entry.index == CancelEntry.moving { actions.reject(entry, with: error) }
-            }
-        case .abandoned:
-            preconditionFailure("CancelState.absorb: the absorbing storage holds a handle reserved for the join")
-        case .forwarded:
-            preconditionFailure("CancelState.absorb: a forwarded storage lists nothing (lock the root)")
+            moved.forEach { actions.reject($0, with: error) }
+        case .abandoned, .forwarded:
+            preconditionFailure("CancelState.absorb: only an active or cancelled root absorbs")
         }
     }
 
@@ -653,7 +667,7 @@ final class CancelStorage: @unchecked Sendable {
     /// Whether `entry` is listed (its promise pending and not cancelled).
     func isListed(_ entry: CancelEntry) -> Bool {
         let root = lockRoot()
-        let listed = entry.index >= 0 || entry.index == CancelEntry.moving
+        let listed = entry.index >= 0
         root.unlock()
         return listed
     }
@@ -738,56 +752,27 @@ final class CancelStorage: @unchecked Sendable {
 
     /// Makes this chain and `other`'s one: afterwards cancelling either cancels both. If either
     /// was cancelled already, the joined chain is cancelled.
+    ///
+    /// The only place that holds two storage locks: both roots, taken in address order (so two
+    /// joins cannot deadlock), so that the direction is decided while neither can change.
     func join(_ other: CancelStorage) {
         while true {
-            let (a, aCount, aError) = snapshot()
-            let (b, bCount, bError) = other.snapshot()
+            let a = root, b = other.root
             if a === b { return }
-            if aError != nil, bError != nil { return }
-            // The cancelled root absorbs (it never changes again); otherwise the larger one.
-            let (from, to) = bError != nil || (aError == nil && aCount <= bCount) ? (a, b) : (b, a)
-            let holding: CancelStorage?
-            if to.state(locked: { $0.reserveHandle() }) {
-                holding = to
-            } else if to.cancelledErrorIfRoot != nil {
-                holding = nil
-            } else {
-                continue  // `to` was absorbed or cancelled meanwhile
-            }
-            from.lock()
-            let moved = from.state.forward(to: to, holding: holding)
-            from.unlock()
-            guard let moved else {
-                if let holding { holding.releaseHandle() }
-                continue  // `from` changed meanwhile
-            }
+            let (first, second) = ObjectIdentifier(a) < ObjectIdentifier(b) ? (a, b) : (b, a)
+            first.lock()
+            second.lock()
             var actions = CancelActions()
-            let root = to.lockRoot()
-            root.state.absorb(moved, into: &actions)
-            root.unlock()
+            let outcome = CancelState.join(&a.state, b: &b.state, aStorage: a, bStorage: b, into: &actions)
+            second.unlock()
+            first.unlock()
+            guard case .done = outcome else { continue }
             CancelStorage.finish(&actions)
             return
         }
     }
-
-    /// The root, its member count and its cancellation error, read under its lock.
-    private func snapshot() -> (CancelStorage, Int, (any Error)?) {
-        let root = lockRoot()
-        let result = (root, root.state.memberCount, root.state.cancelledError)
-        root.unlock()
-        return result
-    }
-
-    private func state<R>(locked body: (inout CancelState) -> R) -> R {
-        lock()
-        defer { unlock() }
-        return body(&state)
-    }
-
-    private var cancelledErrorIfRoot: (any Error)? {
-        state { $0.cancelledError }
-    }
 }
+
 
 /// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
 /// box on every call.
