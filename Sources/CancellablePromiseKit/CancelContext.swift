@@ -1,3 +1,6 @@
+import Dispatch
+import PromiseCore
+
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -5,8 +8,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Dispatch
-import PromiseCore
 
 // The cancellation graph of cancellable chains.
 //
@@ -348,7 +349,9 @@ struct CancelState {
 
     /// Absorbs `absorbed` (an active root) into this root, `storage`: its members are listed
     /// here, or rejected if this chain was cancelled.
-    private mutating func absorb(_ absorbed: inout CancelState, into storage: CancelStorage, actions: inout CancelActions) {
+    private mutating func absorb(
+        _ absorbed: inout CancelState, into storage: CancelStorage, actions: inout CancelActions
+    ) {
         let holding: CancelStorage?
         if case .active = phase {
             handles += 1
@@ -772,7 +775,6 @@ final class CancelStorage: @unchecked Sendable {
         }
     }
 }
-
 
 /// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
 /// box on every call.

@@ -44,7 +44,9 @@ public func when<U, V, W>(
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid()],
         inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput], autoCancel: autoCancel
-    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!) }
+    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in
+        (puCore.value!, pvCore.value!, pwCore.value!)
+    }
 }
 
 /// Waits for all four inputs to fulfil.
@@ -55,7 +57,9 @@ public func when<U, V, W, X>(
     when(
         fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid()],
         inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput], autoCancel: autoCancel
-    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!) }
+    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in
+        (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
+    }
 }
 
 /// Waits for all five inputs to fulfil.
@@ -69,7 +73,10 @@ public func when<U, V, W, X, Y>(
         ],
         inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput, py.cancelInput],
         autoCancel: autoCancel
-    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!) }
+    ).map(on: nil) {
+        [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in
+        (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!)
+    }
 }
 
 // The same functions without `autoCancel`: declared so that they are preferred over

@@ -73,7 +73,9 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertNil(weakWrapper)
         XCTAssertNil(weakCancelPromise)
         guard case .fulfilled? = observed else {
-            return XCTFail("cancelPromise must be fulfilled when the last cancel handle goes away: \(String(describing: observed))")
+            return XCTFail(
+                "cancelPromise must be fulfilled when the last cancel handle goes away: \(String(describing: observed))"
+            )
         }
     }
 
@@ -394,7 +396,8 @@ final class CancellationGraphTests: XCTestCase {
             if index.isMultiple(of: 2) {
                 members.append(member.cancellize(cancelContext: shared))
             } else {
-                _ = CancellablePromise<Int>(member.promise, cancelContext: shared).cancellize(cancelContext: member.cancelContext)
+                _ = CancellablePromise<Int>(member.promise, cancelContext: shared).cancellize(
+                    cancelContext: member.cancelContext)
                 members.append(member)
             }
         }
