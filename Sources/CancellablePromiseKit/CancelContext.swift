@@ -140,8 +140,8 @@ struct CancelState {
     enum Phase {
         /// Listing the chain's pending promises.
         case active
-        /// Cancelled with this error; lists nothing, never changes again.
-        case cancelled(any Error)
+        /// Cancelled with this error, from this call site; lists nothing, never changes again.
+        case cancelled(any Error, CancelSite)
         /// No handle left: lists nothing, cancels nothing, never changes again.
         case abandoned
         /// Absorbed by a join: everything happens in `next`'s root. `holding` is the storage
@@ -156,7 +156,12 @@ struct CancelState {
     private var handles = 1
 
     var cancelledError: (any Error)? {
-        if case .cancelled(let error) = phase { return error }
+        if case .cancelled(let error, _) = phase { return error }
+        return nil
+    }
+
+    var cancelSite: CancelSite? {
+        if case .cancelled(_, let site) = phase { return site }
         return nil
     }
 
@@ -199,7 +204,7 @@ struct CancelState {
             }
             entry.target = target
             members.append(entry)
-        case .cancelled(let error):
+        case .cancelled(let error, _):
             entry.target = target
             if entry.isObserver || entry.upstream != nil {
                 // A step added to a cancelled chain: its upstream promise has settled or will
@@ -255,14 +260,14 @@ struct CancelState {
     /// Cancels the chain: rejects every pending promise that does not wait behind an observer,
     /// takes the cancel closures and links to run after the lock. `false` if it was cancelled,
     /// or abandoned, already.
-    mutating func cancel(with error: any Error, into actions: inout CancelActions) -> Bool {
+    mutating func cancel(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
         guard case .active = phase else {
             if case .forwarded = phase {
                 preconditionFailure("CancelState.cancel: a forwarded storage lists nothing (lock the root)")
             }
             return false
         }
-        phase = .cancelled(error)
+        phase = .cancelled(error, site)
         let taken = members
         members = MemberList()
         taken.forEach { Self.markWaitingBehindObserver($0) }
@@ -365,7 +370,7 @@ struct CancelState {
         switch phase {
         case .active:
             moved.forEach { members.append($0) }
-        case .cancelled(let error):
+        case .cancelled(let error, _):
             moved.forEach { actions.reject($0, with: error) }
         case .abandoned, .forwarded:
             preconditionFailure("CancelState.absorb: only an active or cancelled root absorbs")
@@ -418,6 +423,8 @@ struct CancelActions {
     private var notified: [any PromiseAttachment] = []
     /// The error linked chains are cancelled with.
     private(set) var linkError: (any Error)?
+    /// Where the cancellation that reaches linked chains was asked for.
+    var linkSite: CancelSite?
 
     init() {}
 
@@ -639,7 +646,7 @@ final class CancelStorage: @unchecked Sendable {
             case .chain(let context):
                 let error = actions.linkError ?? boxedCancellation
                 let root = context.storage.lockRoot()
-                _ = root.state.cancel(with: error, into: &actions)
+                _ = root.state.cancel(with: error, at: actions.linkSite ?? .library, into: &actions)
                 root.unlock()
             case .task(let body):
                 actions.call(body)
@@ -692,15 +699,26 @@ final class CancelStorage: @unchecked Sendable {
         return root
     }
 
-    func cancel(with error: any Error) {
+    func cancel(with error: any Error, at site: CancelSite) {
         withRoot { state, actions in
-            _ = state.cancel(with: error, into: &actions)
+            actions.linkSite = site
+            _ = state.cancel(with: error, at: site, into: &actions)
         }
+    }
+
+    /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
+    /// the number of pending promises listed.
+    var debugState: (error: (any Error)?, site: CancelSite?, pending: Int) {
+        let root = lockRoot()
+        let state = (root.state.cancelledError, root.state.cancelSite, root.state.memberCount)
+        root.unlock()
+        return state
     }
 
     /// Cancels `entry` alone (not its chain); see `CancelState.cancelAlone`.
     func cancelAlone(_ entry: CancelEntry) {
         withRoot { state, actions in
+            actions.linkSite = .library
             _ = state.cancelAlone(entry, with: boxedCancellation, into: &actions)
         }
     }
@@ -818,14 +836,21 @@ public final class CancelContext: Sendable {
     }
 
     /// Cancels every pending promise and task of the chain (see the type's documentation).
-    public func cancel() {
-        storage.cancel(with: boxedCancellation)
+    /// `file` and `line` record where the chain was cancelled, for `debugDescription`.
+    public func cancel(file: StaticString = #fileID, line: UInt = #line) {
+        storage.cancel(with: boxedCancellation, at: CancelSite(file: file, line: line))
     }
 
     /// Cancels the chain, rejecting its pending promises with `error`. Only the first call has
-    /// an effect.
-    public func cancel(with error: Error) {
-        storage.cancel(with: error)
+    /// an effect. `file` and `line` record where the chain was cancelled.
+    public func cancel(with error: Error, file: StaticString = #fileID, line: UInt = #line) {
+        storage.cancel(with: error, at: CancelSite(file: file, line: line))
+    }
+
+    /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
+    @_disfavoredOverload
+    public func cancel() {
+        storage.cancel(with: boxedCancellation, at: .library)
     }
 
     /// `true` once `cancel()` was called on this context or any promise of its chain. Never
@@ -843,6 +868,33 @@ public final class CancelContext: Sendable {
     /// chain with fewer pending promises is merged into the other.
     func join(_ other: CancelContext) {
         storage.join(other.storage)
+    }
+}
+
+extension CancelContext: CustomDebugStringConvertible {
+    /// The chain's state: `CancelContext(pending: 2)` while it can be cancelled, or
+    /// `CancelContext(cancelled at Feed.swift:42 with CancellablePromiseError.cancelled,
+    /// pending: 0)` once cancelled, naming where `cancel()` was called.
+    public var debugDescription: String {
+        "CancelContext(\(CancelSite.describe(storage.debugState)))"
+    }
+}
+
+/// Where a chain was cancelled: the call site of `cancel()`.
+struct CancelSite: Sendable, CustomStringConvertible {
+    let file: StaticString
+    let line: UInt
+
+    /// A cancellation the library asked for on its own (a link, a join, `autoCancel`, a bag).
+    static let library = CancelSite(file: "CancellablePromiseKit", line: 0)
+
+    var description: String { line == 0 ? "\(file)" : "\(file):\(line)" }
+
+    /// `cancelled at <site> with <error>, pending: <n>`, or `pending: <n>`.
+    static func describe(_ state: (error: (any Error)?, site: CancelSite?, pending: Int)) -> String {
+        guard let error = state.error else { return "pending: \(state.pending)" }
+        let site = state.site.map { " at \($0)" } ?? ""
+        return "cancelled\(site) with \(type(of: error)).\(error), pending: \(state.pending)"
     }
 }
 

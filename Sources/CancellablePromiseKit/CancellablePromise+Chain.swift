@@ -303,10 +303,18 @@ public final class CancellableFinalizer: Sendable {
     }
 
     /// Cancels the chain.
-    public func cancel() { cancelContext.cancel() }
+    public func cancel(file: StaticString = #fileID, line: UInt = #line) {
+        cancelContext.cancel(file: file, line: line)
+    }
+
+    /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
+    @_disfavoredOverload
+    public func cancel() { cancelContext.storage.cancel(with: boxedCancellation, at: .library) }
 
     /// Cancels the chain with `error`.
-    public func cancel(with error: Error) { cancelContext.cancel(with: error) }
+    public func cancel(with error: Error, file: StaticString = #fileID, line: UInt = #line) {
+        cancelContext.cancel(with: error, file: file, line: line)
+    }
 
     /// `true` once the chain was cancelled.
     public var isCancelled: Bool { cancelContext.isCancelled }

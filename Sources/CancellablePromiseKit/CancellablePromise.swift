@@ -148,14 +148,21 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     // MARK: Cancelling
 
     /// Cancels this promise's whole chain (see ``CancelContext``), rejecting pending promises
-    /// with `CancellablePromiseError.cancelled`. Any thread, any number of times.
+    /// with `CancellablePromiseError.cancelled`. Any thread, any number of times. `file` and
+    /// `line` record where the chain was cancelled, shown by `debugDescription`.
+    public func cancel(file: StaticString = #fileID, line: UInt = #line) {
+        cancelContext.cancel(file: file, line: line)
+    }
+
+    /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
+    @_disfavoredOverload
     public func cancel() {
-        cancelContext.cancel()
+        cancelContext.storage.cancel(with: boxedCancellation, at: .library)
     }
 
     /// Cancels the chain, rejecting pending promises with `error`.
-    public func cancel(with error: Error) {
-        cancelContext.cancel(with: error)
+    public func cancel(with error: Error, file: StaticString = #fileID, line: UInt = #line) {
+        cancelContext.cancel(with: error, file: file, line: line)
     }
 
     /// `true` once cancellation was requested for this promise or its chain, whether or not it
@@ -224,9 +231,13 @@ extension CancellablePromise: CustomStringConvertible, CustomDebugStringConverti
         return "CancellablePromise(\(state))\(isCancelled ? " cancelled" : "")"
     }
 
-    /// Like `description`, with the state spelled out.
+    /// Like `description`, with the state spelled out: the promise's state, whether its chain
+    /// was cancelled and, if so, where `cancel()` was called and with what error, and the number
+    /// of the chain's promises still pending.
     public var debugDescription: String {
-        "CancellablePromise<\(T.self)>(\(promise.debugDescription), isCancelled: \(isCancelled))"
+        let state = cancelContext.storage.debugState
+        return "CancellablePromise<\(T.self)>(\(promise.debugDescription), isCancelled: \(state.error != nil), "
+            + "\(CancelSite.describe(state)))"
     }
 }
 

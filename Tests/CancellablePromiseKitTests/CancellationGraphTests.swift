@@ -446,4 +446,27 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertEqual(context.storage.memberCount, 0)
         XCTAssertEqual(context.storage.memberCapacity, 0, "a settled chain keeps no member array")
     }
+
+    // MARK: Who cancelled this?
+
+    func testDebugDescriptionNamesWhereAndWithWhatTheChainWasCancelled() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        let tail = head.map(on: nil) { $0 }
+        XCTAssertTrue(tail.debugDescription.contains("pending: 2"), tail.debugDescription)
+        let line = #line + 1
+        head.cancel()
+        let site = "cancelled at CancellablePromiseKitTests/CancellationGraphTests.swift:\(line)"
+        XCTAssertTrue(
+            tail.debugDescription.contains("\(site) with CancellablePromiseError.cancelled, pending: 0"),
+            tail.debugDescription)
+        XCTAssertTrue(tail.cancelContext.debugDescription.contains(site), tail.cancelContext.debugDescription)
+        XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled, "the error stays matchable")
+    }
+
+    func testCancellingThroughTheCancellableProtocolRecordsNoCallSite() {
+        let (head, _) = CancellablePromise<Int>.pending()
+        let cancellable: any Cancellable = head
+        cancellable.cancel()
+        XCTAssertTrue(head.debugDescription.contains("cancelled at CancellablePromiseKit with"), head.debugDescription)
+    }
 }
