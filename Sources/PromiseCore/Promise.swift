@@ -315,6 +315,52 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         observe(Follower<T>(target))
     }
 
+    /// Registers `action` to run once this promise settles, synchronously on the settling thread,
+    /// as long as `owner` (held weakly) is alive and the returned registration has not been
+    /// removed. If the promise has settled already, `action` runs at once, on this thread.
+    ///
+    /// Unlike `pipe(to:)`, a registration does not keep anything alive once removed or once its
+    /// owner is gone: a long-lived promise stores about as many registrations as are still live
+    /// (see `Handlers.append(removable:releasedAfterUnlock:)`). `action` must not capture `owner` strongly.
+    @discardableResult
+    package final func register<Owner: AnyObject>(
+        owner: Owner,
+        _ action: @escaping (_ owner: Owner, _ result: Result<T>) -> Unblocked
+    ) -> PromiseRegistration {
+        let registration = PromiseRegistration(source: self, owner: owner) { owner, source in
+            action(unsafeDowncast(owner, to: Owner.self), unsafeDowncast(source, to: Promise<T>.self).settledResult)
+        }
+        var releasedAfterUnlock: [AnyObject] = []
+        lock()
+        guard !isSettled else {
+            unlock()
+            drain(registration.resume(from: self))
+            return registration
+        }
+        handlers.append(removable: registration, releasedAfterUnlock: &releasedAfterUnlock)
+        unlock()
+        withExtendedLifetime(releasedAfterUnlock) {}
+        return registration
+    }
+
+    /// The number of handlers waiting for this promise, or `nil` once it has settled.
+    package final var waitingHandlerCount: Int? {
+        var releasedAfterUnlock: [AnyObject] = []
+        lock()
+        let count = isSettled ? nil : handlers.waitingCount(releasedAfterUnlock: &releasedAfterUnlock)
+        unlock()
+        withExtendedLifetime(releasedAfterUnlock) {}
+        return count
+    }
+
+    /// How many handlers this pending promise stores (removed registrations not yet dropped
+    /// included) and the capacity of their storage; used by tests.
+    package final var handlerStorage: (stored: Int, capacity: Int) {
+        lock()
+        defer { unlock() }
+        return handlers.storage
+    }
+
     /// Moves out this promise's handlers; only while the caller holds its last reference.
     package final func takeHandlersForTeardown() -> Handlers {
         let taken = handlers
