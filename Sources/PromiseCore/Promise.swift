@@ -475,12 +475,17 @@ extension Promise: CustomStringConvertible, CustomDebugStringConvertible {
         }
     }
 
-    /// Like `description`, with the state spelled out.
+    /// The state spelled out as PromiseKit 8 does: `Promise<Int>.pending(handlers: 2)` with the
+    /// number of handlers waiting, `Promise<Int>.fulfilled(3)`, or `Promise<Int>.rejected(E.e)`
+    /// with the error's type before the error.
     public var debugDescription: String {
-        switch result {
-        case nil: return "Promise<\(T.self)>.pending"
-        case .rejected(let error)?: return "Promise<\(T.self)>.rejected(\(error))"
-        case .fulfilled(let value)?: return "Promise<\(T.self)>.fulfilled(\(value))"
+        if let count = waitingHandlerCount {
+            return "Promise<\(T.self)>.pending(handlers: \(count))"
+        }
+        // Settled: taking the lock to count the handlers ordered this read after the outcome.
+        switch settledResult {
+        case .rejected(let error): return "Promise<\(T.self)>.rejected(\(type(of: error)).\(error))"
+        case .fulfilled(let value): return "Promise<\(T.self)>.fulfilled(\(value))"
         }
     }
 }
