@@ -45,8 +45,9 @@ public final class Guarantee<T>: Thenable, @unchecked Sendable {
     /// The underlying promise (never rejected).
     public func asPromise() -> Promise<T> { promise }
 
-    /// Blocks until resolved and returns the value. Never call it on a queue the guarantee
-    /// needs.
+    /// Blocks until resolved and returns the value. Every call made on the main thread logs
+    /// `LogEvent.waitOnMainThread` first, even when the guarantee has already resolved. Never
+    /// call it on a queue the guarantee needs.
     public func wait() -> T {
         switch promise.waitForResult() {
         case .fulfilled(let value): return value

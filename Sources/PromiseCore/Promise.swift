@@ -433,15 +433,17 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     public final func asPromise() -> Promise<T> { self }
 
     /// Blocks the calling thread until the promise settles, and returns its value or throws its
-    /// error. Logs `LogEvent.waitOnMainThread` when called on the main thread; never call it on
-    /// a queue the promise's chain needs, or it deadlocks.
+    /// error. Every call made on the main thread logs `LogEvent.waitOnMainThread` first, even
+    /// when the promise has already settled (as PromiseKit does); never call it on a queue the
+    /// promise's chain needs, or it deadlocks. No handler is involved: nothing runs on a queue.
     public final func wait() throws -> T {
         try waitForResult().get()
     }
 
     final func waitForResult() -> Result<T> {
-        if let result { return result }
+        // Logged on every call from the main thread, settled or not, as PromiseKit does.
         if isMainThread { conf.logHandler(.waitOnMainThread) }
+        if let result { return result }
         let semaphore = DispatchSemaphore(value: 0)
         pipe { _ in semaphore.signal() }
         semaphore.wait()
