@@ -1,3 +1,4 @@
+import Dispatch
 import PromiseCore
 
 // `when` over cancellable promises, and `when(_:while:)`.
@@ -227,6 +228,12 @@ private final class Generation: Sendable {
 
 // MARK: - when(_:while:)
 
+// Every form below watches `cancelPromise` through a removable registration that holds the
+// returned promise weakly and is removed as soon as that promise settles. So a long-lived
+// `cancelPromise` (one wrapper running many sub-tasks) keeps only the results still pending and
+// still referenced: settled or dropped ones are freed while it lives on (it stores about as
+// many registrations as are still live).
+
 /// Waits for `promise` but rejects as soon as `cancelPromise` rejects (with its error), keeping
 /// the value's type. If `cancelPromise` fulfils, it no longer matters.
 ///
@@ -238,33 +245,126 @@ private final class Generation: Sendable {
 /// }
 /// ```
 ///
-/// The result settles on the thread that settles `promise` or rejects `cancelPromise`.
+/// No closure runs: the result settles synchronously on the thread that settles `promise` or
+/// rejects `cancelPromise`. If both have settled already, `promise` wins. Nothing is cancelled:
+/// `promise` goes on when `cancelPromise` rejects (see ``when(_:while:autoCancel:)`` to cancel
+/// a `CancellablePromise`). `cancelPromise` holds the result only weakly, and not at all once
+/// it has settled.
 public func when<U: Thenable, C: Thenable>(_ promise: U, while cancelPromise: C) -> Promise<U.T> where C.T == Void {
-    let output = promise.asPromise().follower()
-    cancelPromise.pipe { result in
-        if case .rejected(let error) = result { output.resolve(.rejected(error)) }
-    }
-    return output
+    watch(promise.asPromise(), while: cancelPromise.asPromise(), ensured: false, onConditionRejected: nil)
 }
 
-/// Waits for a cancellable promise while `cancelPromise` does not reject. With `autoCancel`,
-/// `promise` is cancelled when `cancelPromise` rejects.
+/// ``when(_:while:)`` with CancellablePromiseKit 0.3's `isEnsured`: when `true`, a value that
+/// arrives too late is not delivered.
+///
+/// With `isEnsured: true`, a fulfilment of `promise` is not passed on at once: the value is
+/// *delivered* by a block queued on `conf.Q.map` as read when `when` is called (the main queue
+/// by default; if it is `nil`, the block runs at once on the thread that fulfils `promise`),
+/// which fulfils the result. If `cancelPromise`
+/// rejects after `promise` fulfilled and before that block has run, the result rejects at once
+/// with `CancellablePromiseError.cancelled` and the value is dropped, even though `promise`
+/// fulfilled first; the same happens if `cancelPromise` had already rejected when `promise`
+/// fulfilled. So a handler of the result running on that queue (the default for `done`,
+/// `then`, `map`, `catch`…) sees `.cancelled` whenever `cancelPromise` rejected before the
+/// delivery block ran. A rejection that comes after the delivery changes nothing.
+///
+/// Everything else is as with `isEnsured: false`, which is ``when(_:while:)`` itself: a
+/// `cancelPromise` that rejects while `promise` is pending rejects the result with its own
+/// error, a rejection of `promise` is passed on at once, and nothing is cancelled.
+///
+/// ```swift
+/// when(fetchProfile(), while: cancelPromise, isEnsured: true).done { profile in
+///     show(profile)   // never runs once cancelPromise has rejected
+/// }
+/// ```
+public func when<U: Thenable, C: Thenable>(
+    _ promise: U, while cancelPromise: C, isEnsured: Bool
+) -> Promise<U.T> where C.T == Void {
+    watch(promise.asPromise(), while: cancelPromise.asPromise(), ensured: isEnsured, onConditionRejected: nil)
+}
+
+/// Waits for a cancellable promise while `cancelPromise` does not reject, as
+/// ``when(_:while:)``: no closure runs, and the result settles on the thread that settles
+/// `promise` or rejects `cancelPromise`. With `autoCancel`, `promise` is cancelled when
+/// `cancelPromise` rejects while it is pending: synchronously on the rejecting thread, just
+/// after the result has been rejected (its cancel closures run then, see
+/// `CancellablePromise.cancel()`). To be able to do so, `cancelPromise` keeps `promise` alive
+/// until `promise` settles. Without `autoCancel`, nothing is cancelled.
 public func when<T, C: Thenable>(
     _ promise: CancellablePromise<T>, while cancelPromise: C, autoCancel: Bool = false
 )
     -> Promise<T> where C.T == Void
 {
-    let output = when(promise.promise, while: cancelPromise)
-    if autoCancel {
-        cancelPromise.pipe { result in
-            if case .rejected = result { promise.cancel() }
-        }
+    watch(
+        promise.promise, while: cancelPromise.asPromise(), ensured: false,
+        onConditionRejected: autoCancel ? { promise.cancel() } : nil)
+}
+
+/// ``when(_:while:autoCancel:)`` with CancellablePromiseKit 0.3's `isEnsured`: see
+/// ``when(_:while:isEnsured:)`` for when a value counts as delivered. With `autoCancel`,
+/// `promise` is cancelled when `cancelPromise` rejects while `promise` is pending.
+public func when<T, C: Thenable>(
+    _ promise: CancellablePromise<T>, while cancelPromise: C, isEnsured: Bool, autoCancel: Bool = false
+)
+    -> Promise<T> where C.T == Void
+{
+    watch(
+        promise.promise, while: cancelPromise.asPromise(), ensured: isEnsured,
+        onConditionRejected: autoCancel ? { promise.cancel() } : nil)
+}
+
+/// The machinery of every `when(_:while:)` form: `watched` settles the result, a rejection of
+/// `condition` rejects it (and, while `watched` is pending, calls `onConditionRejected` after
+/// settling the result).
+private func watch<T>(
+    _ watched: Promise<T>,
+    while condition: Promise<Void>,
+    ensured: Bool,
+    onConditionRejected: (() -> Void)?
+) -> Promise<T> {
+    // Settled already: `promise` wins over a rejected condition, unless its value must still
+    // be delivered.
+    if !watched.isPending, !(ensured && watched.isFulfilled) { return watched.follower() }
+    let output = Promise<T>.makePending()
+    // Set, with `isEnsured`, once the value has arrived and waits for its delivery.
+    let valueArrived = ensured ? Locked(false) : nil
+    if let valueArrived, watched.isFulfilled { valueArrived.withLock { $0 = true } }
+    let registration = condition.register(owner: output) { output, result in
+        guard case .rejected(let error) = result else { return .none }
+        let late = valueArrived?.withLock { $0 } ?? false
+        let released = output.settle(rejected: late ? CancellablePromiseError.cancelled : error)
+        // A value that arrived late means `promise` has fulfilled: there is nothing to cancel.
+        guard let onConditionRejected, !late else { return released }
+        drain(released)
+        onConditionRejected()
+        return .none
     }
+    let deliveryQueue = ensured ? conf.Q.map : nil
+    let link = ClosureContinuation<T> { result in
+        guard let valueArrived, case .fulfilled(let value) = result else {
+            let released = output.settle(result)
+            registration.remove()
+            return released
+        }
+        valueArrived.withLock { $0 = true }
+        let delivery = UncheckedSendable {
+            drain(output.settle(fulfilled: value))
+            registration.remove()
+        }
+        if let deliveryQueue {
+            deliveryQueue.async { delivery.value() }
+        } else {
+            delivery.value()
+        }
+        return .none
+    }
+    drain(watched.observe(link))
     return output
 }
 
 /// Waits for every promise to fulfil, rejecting as soon as one rejects or `cancelPromise`
-/// rejects.
+/// rejects. As with ``when(_:while:)``, no closure runs (the result settles on the thread that
+/// settles the last input or rejects), and nothing is cancelled.
 public func when<U: Thenable, C: Thenable>(fulfilled promises: [U], while cancelPromise: C) -> Promise<[U.T]>
 where C.T == Void {
     when(when(fulfilled: promises), while: cancelPromise)

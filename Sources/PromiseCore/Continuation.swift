@@ -81,6 +81,92 @@ package struct Handlers {
         body(first)
         rest?.forEach(body)
     }
+
+    /// The number of continuations still waiting: every one but the removed registrations.
+    /// Only under the lock of the promise holding the list; `releasedAfterUnlock` receives
+    /// objects the caller must release only once that lock is unlocked (see
+    /// `PromiseRegistration.liveOwnerLocked`).
+    package func waitingCount(releasedAfterUnlock: inout [AnyObject]) -> Int {
+        var count = 0
+        forEach { continuation in
+            if !isRemovedRegistration(continuation, releasedAfterUnlock: &releasedAfterUnlock) { count += 1 }
+        }
+        return count
+    }
+
+    /// How many continuations the list stores, removed registrations included, and the capacity
+    /// of its array; used by tests to check that storage stays bounded.
+    package var storage: (stored: Int, capacity: Int) {
+        guard first != nil else { return (0, 0) }
+        return (1 + (rest?.count ?? 0), 1 + (rest?.capacity ?? 0))
+    }
+
+    /// Appends a removable registration, first dropping the removed ones when the array is full,
+    /// so that a long-lived promise stores only about as many registrations as are still live.
+    /// Each sweep visits the array once and happens only when the array would otherwise grow,
+    /// which makes appending O(1) amortised. Only under the lock of the promise holding the list;
+    /// the dropped registrations go to `releasedAfterUnlock`, for the caller to release once
+    /// that lock is unlocked.
+    package mutating func append(
+        removable registration: PromiseRegistration, releasedAfterUnlock: inout [AnyObject]
+    ) {
+        let isFull = rest.map { $0.count == $0.capacity } ?? false
+        if isFull {
+            sweepRemovedRegistrations(releasedAfterUnlock: &releasedAfterUnlock)
+        } else if rest == nil, let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+            releasedAfterUnlock.append(first)
+            self.first = nil
+        }
+        append(registration)
+    }
+
+    /// Drops the removed registrations, keeping the order of the others. Then, so that the next
+    /// sweep comes only after about as many appends as this one visited, the array grows if it
+    /// is more than half full, and gives most of its capacity back if it is less than a quarter
+    /// full.
+    private mutating func sweepRemovedRegistrations(releasedAfterUnlock: inout [AnyObject]) {
+        guard var list = rest else { return }
+        rest = nil  // leaves `list` the only reference, so it is changed in place
+        let capacity = list.capacity
+        var kept = 0
+        for index in list.indices {
+            let continuation = list[index]
+            if isRemovedRegistration(continuation, releasedAfterUnlock: &releasedAfterUnlock) {
+                releasedAfterUnlock.append(continuation)
+            } else {
+                list[kept] = continuation
+                kept += 1
+            }
+        }
+        list.removeLast(list.count - kept)
+        if let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+            releasedAfterUnlock.append(first)
+            self.first = list.isEmpty ? nil : list.removeFirst()
+        }
+        guard !list.isEmpty else { return }
+        if list.count * 2 > capacity {
+            list.reserveCapacity(capacity * 2)
+        } else if list.count * 4 < capacity {
+            var smaller: [any Continuation] = []
+            smaller.reserveCapacity(list.count * 2)
+            smaller.append(contentsOf: list)
+            list = smaller
+        }
+        rest = list
+    }
+}
+
+/// Whether `continuation` is a registration that was removed or whose owner is gone. The owner
+/// of a live one goes to `releasedAfterUnlock`: checking it takes a strong reference, which
+/// must not be the last one released while the lock is held.
+@inline(__always)
+private func isRemovedRegistration(
+    _ continuation: any Continuation, releasedAfterUnlock: inout [AnyObject]
+) -> Bool {
+    guard let registration = continuation as? PromiseRegistration else { return false }
+    guard let owner = registration.liveOwnerLocked else { return true }
+    releasedAfterUnlock.append(owner)
+    return false
 }
 
 /// Handlers released by settling `source`, and the attachment to notify; they must be run
@@ -176,6 +262,59 @@ package final class ClosureContinuation<T>: Continuation, @unchecked Sendable {
         let body = self.body
         self.body = nil
         return body?(result) ?? .none
+    }
+}
+
+/// A handler that can be taken off the pending promise it waits for (see
+/// `Promise.register(owner:_:)`), so that a long-lived promise does not keep what it no longer
+/// needs to notify.
+///
+/// It runs its action once, synchronously on the thread that settles the promise, unless it was
+/// removed first or its owner, held weakly, is gone. Removing it releases the action at once; the
+/// promise drops the spent entry the next time a registration finds its list full.
+package final class PromiseRegistration: Continuation, @unchecked Sendable {
+    /// The promise registered on: its lock guards `action` and `owner`.
+    private weak var source: AnyObject?
+    private weak var owner: AnyObject?
+    private var action: ((_ owner: AnyObject, _ source: AnyObject) -> Unblocked)?
+
+    init(source: AnyObject, owner: AnyObject, action: @escaping (AnyObject, AnyObject) -> Unblocked) {
+        self.source = source
+        self.owner = owner
+        self.action = action
+    }
+
+    /// The owner, if the registration can still run; only under the source's lock. The caller
+    /// must release the reference returned only once that lock is unlocked: it may be the last.
+    var liveOwnerLocked: AnyObject? {
+        guard action != nil else { return nil }
+        return owner
+    }
+
+    package func resume(from source: AnyObject) -> Unblocked {
+        let lock = lockWordPointer(source)
+        lockWordLock(lock)
+        let action = self.action
+        self.action = nil
+        let owner = self.owner
+        self.owner = nil
+        lockWordUnlock(lock)
+        guard let action, let owner else { return .none }
+        return action(owner, source)
+    }
+
+    /// Takes the registration off its promise: the action will not run, and it is released
+    /// before `remove()` returns (outside every lock). Safe from any thread, any number of times.
+    /// Once the promise is gone nothing can run the action: it goes with the registration.
+    package func remove() {
+        guard let source else { return }
+        let lock = lockWordPointer(source)
+        lockWordLock(lock)
+        let action = self.action
+        self.action = nil
+        owner = nil
+        lockWordUnlock(lock)
+        withExtendedLifetime(action) {}
     }
 }
 

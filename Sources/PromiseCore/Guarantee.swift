@@ -45,8 +45,9 @@ public final class Guarantee<T>: Thenable, @unchecked Sendable {
     /// The underlying promise (never rejected).
     public func asPromise() -> Promise<T> { promise }
 
-    /// Blocks until resolved and returns the value. Never call it on a queue the guarantee
-    /// needs.
+    /// Blocks until resolved and returns the value. Every call made on the main thread logs
+    /// `LogEvent.waitOnMainThread` first, even when the guarantee has already resolved. Never
+    /// call it on a queue the guarantee needs.
     public func wait() -> T {
         switch promise.waitForResult() {
         case .fulfilled(let value): return value
@@ -127,12 +128,16 @@ extension Guarantee: CustomStringConvertible, CustomDebugStringConvertible {
         }
     }
 
-    /// Like `description`, with the state spelled out.
+    /// The state spelled out as for `Promise`: `Guarantee<Int>.pending(handlers: 1)` with the
+    /// number of handlers waiting, or `Guarantee<Int>.fulfilled(3)`.
     public var debugDescription: String {
-        switch result {
-        case .fulfilled(let value)?: return "Guarantee<\(T.self)>.fulfilled(\(value))"
-        case .rejected(let error)?: return "Guarantee<\(T.self)>.rejected(\(error))"
-        case nil: return "Guarantee<\(T.self)>.pending"
+        if let count = promise.waitingHandlerCount {
+            return "Guarantee<\(T.self)>.pending(handlers: \(count))"
+        }
+        // Settled: taking the lock to count the handlers ordered this read after the outcome.
+        switch promise.settledResult {
+        case .fulfilled(let value): return "Guarantee<\(T.self)>.fulfilled(\(value))"
+        case .rejected(let error): return "Guarantee<\(T.self)>.rejected(\(type(of: error)).\(error))"
         }
     }
 }

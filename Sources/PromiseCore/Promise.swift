@@ -315,6 +315,52 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         observe(Follower<T>(target))
     }
 
+    /// Registers `action` to run once this promise settles, synchronously on the settling thread,
+    /// as long as `owner` (held weakly) is alive and the returned registration has not been
+    /// removed. If the promise has settled already, `action` runs at once, on this thread.
+    ///
+    /// Unlike `pipe(to:)`, a registration does not keep anything alive once removed or once its
+    /// owner is gone: a long-lived promise stores about as many registrations as are still live
+    /// (see `Handlers.append(removable:releasedAfterUnlock:)`). `action` must not capture `owner` strongly.
+    @discardableResult
+    package final func register<Owner: AnyObject>(
+        owner: Owner,
+        _ action: @escaping (_ owner: Owner, _ result: Result<T>) -> Unblocked
+    ) -> PromiseRegistration {
+        let registration = PromiseRegistration(source: self, owner: owner) { owner, source in
+            action(unsafeDowncast(owner, to: Owner.self), unsafeDowncast(source, to: Promise<T>.self).settledResult)
+        }
+        var releasedAfterUnlock: [AnyObject] = []
+        lock()
+        guard !isSettled else {
+            unlock()
+            drain(registration.resume(from: self))
+            return registration
+        }
+        handlers.append(removable: registration, releasedAfterUnlock: &releasedAfterUnlock)
+        unlock()
+        withExtendedLifetime(releasedAfterUnlock) {}
+        return registration
+    }
+
+    /// The number of handlers waiting for this promise, or `nil` once it has settled.
+    package final var waitingHandlerCount: Int? {
+        var releasedAfterUnlock: [AnyObject] = []
+        lock()
+        let count = isSettled ? nil : handlers.waitingCount(releasedAfterUnlock: &releasedAfterUnlock)
+        unlock()
+        withExtendedLifetime(releasedAfterUnlock) {}
+        return count
+    }
+
+    /// How many handlers this pending promise stores (removed registrations not yet dropped
+    /// included) and the capacity of their storage; used by tests.
+    package final var handlerStorage: (stored: Int, capacity: Int) {
+        lock()
+        defer { unlock() }
+        return handlers.storage
+    }
+
     /// Moves out this promise's handlers; only while the caller holds its last reference.
     package final func takeHandlersForTeardown() -> Handlers {
         let taken = handlers
@@ -387,15 +433,17 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     public final func asPromise() -> Promise<T> { self }
 
     /// Blocks the calling thread until the promise settles, and returns its value or throws its
-    /// error. Logs `LogEvent.waitOnMainThread` when called on the main thread; never call it on
-    /// a queue the promise's chain needs, or it deadlocks.
+    /// error. Every call made on the main thread logs `LogEvent.waitOnMainThread` first, even
+    /// when the promise has already settled (as PromiseKit does); never call it on a queue the
+    /// promise's chain needs, or it deadlocks. No handler is involved: nothing runs on a queue.
     public final func wait() throws -> T {
         try waitForResult().get()
     }
 
     final func waitForResult() -> Result<T> {
-        if let result { return result }
+        // Logged on every call from the main thread, settled or not, as PromiseKit does.
         if isMainThread { conf.logHandler(.waitOnMainThread) }
+        if let result { return result }
         let semaphore = DispatchSemaphore(value: 0)
         pipe { _ in semaphore.signal() }
         semaphore.wait()
@@ -429,12 +477,17 @@ extension Promise: CustomStringConvertible, CustomDebugStringConvertible {
         }
     }
 
-    /// Like `description`, with the state spelled out.
+    /// The state spelled out as PromiseKit 8 does: `Promise<Int>.pending(handlers: 2)` with the
+    /// number of handlers waiting, `Promise<Int>.fulfilled(3)`, or `Promise<Int>.rejected(E.e)`
+    /// with the error's type before the error.
     public var debugDescription: String {
-        switch result {
-        case nil: return "Promise<\(T.self)>.pending"
-        case .rejected(let error)?: return "Promise<\(T.self)>.rejected(\(error))"
-        case .fulfilled(let value)?: return "Promise<\(T.self)>.fulfilled(\(value))"
+        if let count = waitingHandlerCount {
+            return "Promise<\(T.self)>.pending(handlers: \(count))"
+        }
+        // Settled: taking the lock to count the handlers ordered this read after the outcome.
+        switch settledResult {
+        case .rejected(let error): return "Promise<\(T.self)>.rejected(\(type(of: error)).\(error))"
+        case .fulfilled(let value): return "Promise<\(T.self)>.fulfilled(\(value))"
         }
     }
 }

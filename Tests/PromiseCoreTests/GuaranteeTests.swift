@@ -97,7 +97,7 @@ final class GuaranteeTests: XCTestCase {
         XCTAssertEqual(Guarantee.value(1).description, "Guarantee(1)")
         XCTAssertEqual(Guarantee<Int>.pending().guarantee.description, "Guarantee(…Int)")
         XCTAssertEqual(Guarantee.value(1).debugDescription, "Guarantee<Int>.fulfilled(1)")
-        XCTAssertEqual(Guarantee<Int>.pending().guarantee.debugDescription, "Guarantee<Int>.pending")
+        XCTAssertEqual(Guarantee<Int>.pending().guarantee.debugDescription, "Guarantee<Int>.pending(handlers: 0)")
     }
 
     func testPendingGuaranteeDeallocatedIsLogged() {

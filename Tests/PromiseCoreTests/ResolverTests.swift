@@ -275,9 +275,9 @@ final class ResolverTests: XCTestCase {
         XCTAssertEqual(Promise.value(1).debugDescription, "Promise<Int>.fulfilled(1)")
         XCTAssertEqual(
             Promise<Int>(error: TestError(code: 1)).debugDescription,
-            "Promise<Int>.rejected(\(TestError(code: 1)))")
+            "Promise<Int>.rejected(TestError.\(TestError(code: 1)))")
         let (pending, r) = Promise<Int>.pending()
-        XCTAssertEqual(pending.debugDescription, "Promise<Int>.pending")
+        XCTAssertEqual(pending.debugDescription, "Promise<Int>.pending(handlers: 0)")
         r.fulfill(0)
     }
 
