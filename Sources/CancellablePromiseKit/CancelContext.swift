@@ -45,6 +45,7 @@ import Musl
 /// One pending promise of a chain. Created before its promise is listed (a `then` body may link
 /// a returned promise to it as soon as it runs); its mutable fields are guarded by the lock of
 /// the root storage of `home`.
+@usableFromInline
 final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     // `@unchecked`: every mutable field is guarded by the lock of `home`'s root storage.
 
@@ -296,6 +297,21 @@ struct CancelState {
     /// Whether `entry` is an observer or follows one that is still listed (in this cancellation
     /// pass); computed for a whole chain in linear time by remembering the answer per entry.
     private static func markWaitingBehindObserver(_ entry: CancelEntry) {
+        // Common case without allocating: the entry is decided by itself or by its upstream,
+        // already marked (members are listed in creation order, upstream first).
+        if entry.waitsBehindObserver != nil { return }
+        if entry.isObserver {
+            entry.waitsBehindObserver = true
+            return
+        }
+        guard let upstream = entry.upstream, upstream.index >= 0 else {
+            entry.waitsBehindObserver = false
+            return
+        }
+        if let known = upstream.waitsBehindObserver {
+            entry.waitsBehindObserver = known
+            return
+        }
         var path: [CancelEntry] = []
         var current = entry
         var answer: Bool
@@ -420,6 +436,9 @@ struct CancelActions {
     private var single: Unblocked?
     private var links: [CancelLink] = []
     private var dropped: [CancelEntry.Released] = []
+    /// The first thing to release, kept inline: settling one promise releases one entry's
+    /// contents without allocating an array.
+    private var firstDropped: CancelEntry.Released?
     private var notified: [any PromiseAttachment] = []
     /// The error linked chains are cancelled with.
     private(set) var linkError: (any Error)?
@@ -430,7 +449,7 @@ struct CancelActions {
 
     var isEmpty: Bool {
         calls.isEmpty && singleCall == nil && released.isEmpty && single == nil && links.isEmpty
-            && dropped.isEmpty && notified.isEmpty
+            && dropped.isEmpty && firstDropped == nil && notified.isEmpty
     }
 
     /// Rejects `entry`'s promise with `error`, and takes its cancel closure and links (to call
@@ -445,14 +464,14 @@ struct CancelActions {
         entry.target = nil
         entry.upstream = nil
         guard let target else {
-            dropped.append(.init(cancelBody: body, link: link, target: nil))
+            drop(.init(cancelBody: body, link: link, target: nil))
             return
         }
         var unblocked = target.rejectForCancel(error)
         guard unblocked.source != nil else {
             // Settled on its own first: the closure is not called, a settled promise links
             // nothing; its own settle notification finishes the entry.
-            dropped.append(.init(cancelBody: body, link: link, target: target))
+            drop(.init(cancelBody: body, link: link, target: target))
             return
         }
         if let attached = unblocked.attachment, attached === entry {
@@ -471,15 +490,19 @@ struct CancelActions {
     /// Abandons `entry`: its cancel closure and links are released uncalled.
     mutating func abandon(_ entry: CancelEntry) {
         entry.index = CancelEntry.done
-        dropped.append(entry.takeAll())
+        drop(entry.takeAll())
     }
 
     mutating func release(_ taken: CancelEntry.Released) {
-        if taken.cancelBody != nil || taken.link != nil || taken.target != nil { dropped.append(taken) }
+        if taken.cancelBody != nil || taken.link != nil || taken.target != nil { drop(taken) }
     }
 
     mutating func release(_ link: CancelLink) {
-        dropped.append(.init(cancelBody: nil, link: link, target: nil))
+        drop(.init(cancelBody: nil, link: link, target: nil))
+    }
+
+    private mutating func drop(_ released: CancelEntry.Released) {
+        if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
     }
 
     mutating func notify(_ attachment: (any PromiseAttachment)?) {
@@ -518,6 +541,12 @@ struct CancelActions {
             released.reverse()
             while let unblocked = released.popLast() { drain(unblocked) }
         }
+        if let link = firstDropped?.link {
+            // Links are released through `LinkRelease`, with the others below.
+            firstDropped?.link = nil
+            dropped.append(.init(cancelBody: nil, link: link, target: nil))
+        }
+        firstDropped = nil
         guard !dropped.isEmpty else { return }
         var links: [CancelLink] = []
         for index in dropped.indices {
@@ -579,7 +608,7 @@ enum LinkRelease {
                 queue.pending.append(first)
                 queue.pending.append(second)
             }
-            _ = consume link
+            _ = link
         }
         queue.isReleasing = false
     }

@@ -25,6 +25,7 @@ extension CancellablePromise {
     /// otherwise run at once, before the step joins the chain. (On a cancelled chain whose
     /// promise is pending, the step is made: this promise will reject and pass the
     /// cancellation on, in chain order.)
+    @usableFromInline
     func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
         let entry = nextEntry()
         if let error = cancelContext.storage.cancelledError, !promise.isPendingLocked, promise.settledError == nil {
@@ -84,7 +85,9 @@ extension CancellablePromise {
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
-    public func map<U>(
+    // `map` and `done` are inlinable: specialized in the caller's module, the closure reaches
+    // the core step without a reabstraction thunk (an allocation per link).
+    @inlinable public func map<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
@@ -102,7 +105,7 @@ extension CancellablePromise {
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
-    public func done(
+    @inlinable public func done(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
