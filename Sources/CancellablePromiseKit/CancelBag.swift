@@ -5,10 +5,12 @@ import PromiseCore
 // service) keeps as a stored property. When the owner goes away, the bag is released and
 // cancels everything still running in it.
 //
-// The bag is a state machine behind one lock: `open(entries)` or `cancelled`. Storing decides
-// under the lock whether to keep the item or cancel it at once; `cancelAll()` takes the entries
-// out under the lock and cancels them after releasing it. Entries leave the bag as their work
-// settles, so a long-lived bag holds what is still running, not everything it ever held.
+// The bag is a state machine behind one lock: open (holding items) or cancelled. Storing decides
+// under the lock whether to keep the item or cancel it at once; `cancelAll()` takes the items
+// out under the lock and cancels them after releasing it. Items whose work is over are swept
+// out as the bag grows (and when it is counted), so a long-lived bag holds about what is still
+// running, not everything it ever held — without an observer per item, which would cost more
+// than the cancellation it stands for.
 
 /// A bag of cancellable work tied to an owner's lifetime: everything stored in it is cancelled
 /// when the bag is deallocated or when ``cancelAll()`` is called.
@@ -26,15 +28,18 @@ import PromiseCore
 /// ```
 ///
 /// What a bag holds, and until when:
-/// - a ``CancellablePromise``, ``CancellableFinalizer`` or ``CancelContext``: its chain's
-///   context (so the chain stays cancellable while the bag lives), until the stored promise
-///   settles;
+/// - a ``CancellablePromise`` or ``CancellableFinalizer``: its chain's context (so the chain
+///   stays cancellable while the bag lives), until the stored promise settles;
+/// - a ``CancelContext``: until the bag is cancelled;
 /// - a ``CancellationRequest``: until its token completes (it is cancelled, by the bag or
 ///   anyone else);
 /// - a Swift `Task`: until it finishes;
 /// - any other ``Cancellable`` (a `URLSessionTask`, a `DispatchWorkItem`, a `Process`…): weakly,
-///   so the bag never keeps finished work alive; released entries are swept out as new ones are
-///   stored.
+///   so the bag never keeps finished work alive.
+///
+/// Items whose work is over are dropped as the bag grows (when it holds twice as many items as
+/// after the previous sweep) and whenever ``count`` is read, so a long-lived bag stays about as
+/// large as what is still running; a settled item is never cancelled.
 ///
 /// `cancelAll()` and the bag's `deinit` cancel every entry still held, synchronously on the
 /// calling thread (cancelled chains run their `on: nil` handlers there), outside the bag's lock.
@@ -42,69 +47,70 @@ import PromiseCore
 /// cancel from any thread.
 public final class CancelBag: Sendable {
     private enum Item {
-        case chain(CancelContext)
+        /// A chain's handle, until `promise` settles.
+        case chain(CancelContext, until: any CancelTarget)
+        case context(CancelContext)
         case request(CancellationRequest)
-        case task(@Sendable () -> Void)
+        case task(TaskEntry)
         case weak(WeakCancellable)
 
-        /// Cancels the work; for a weak item, only if it is still alive.
+        /// Cancels the work if it is still running.
         func cancel() {
             switch self {
-            case .chain(let context): context.cancel()
+            case .chain(let context, let promise): if promise.isPendingLocked { context.cancel() }
+            case .context(let context): context.cancel()
             case .request(let request): request.cancel()
-            case .task(let cancel): cancel()
+            case .task(let entry): entry.cancel()
             case .weak(let box): box.value?.cancel()
             }
         }
 
-        var isReleased: Bool {
-            if case .weak(let box) = self { return box.value == nil }
-            return false
+        /// Whether the work is over (or gone), so the bag can drop the item.
+        var isDone: Bool {
+            switch self {
+            case .chain(_, let promise): return !promise.isPendingLocked
+            case .context: return false
+            case .request(let request): return request.token.isCompleted
+            case .task(let entry): return entry.isFinished
+            case .weak(let box): return box.value == nil
+            }
         }
     }
 
     private struct State {
         var isCancelled = false
-        var items: [UInt64: Item] = [:]
-        var nextID: UInt64 = 0
-        /// Item count at which released weak items are swept out.
+        var items: [Item] = []
+        /// Item count at which finished items are swept out: twice the count left by the last
+        /// sweep, so sweeping costs O(1) amortised per item and the bag holds at most about
+        /// twice what is still running.
         var sweepAt = 16
 
-        /// Stores `item`; returns its id, or `nil` if the bag was cancelled (the caller cancels
-        /// the item after the lock).
-        mutating func insert(_ item: Item) -> (id: UInt64?, swept: [Item]) {
-            guard !isCancelled else { return (nil, []) }
-            var swept: [Item] = []
-            if items.count >= sweepAt {
-                let released = items.filter { $0.value.isReleased }
-                for (id, item) in released {
-                    items[id] = nil
-                    swept.append(item)
-                }
-                sweepAt = max(16, items.count * 2)
-            }
-            let id = nextID
-            nextID += 1
-            items[id] = item
-            return (id, swept)
+        /// Stores `item`; `false` if the bag was cancelled (the caller cancels the item after
+        /// the lock). Returns what a sweep dropped, to release after the lock.
+        mutating func insert(_ item: Item) -> (stored: Bool, swept: [Item]) {
+            guard !isCancelled else { return (false, []) }
+            let swept = items.count >= sweepAt ? sweep() : []
+            items.append(item)
+            return (true, swept)
         }
 
-        /// Drops the item `id` (its work settled); returns it to release after the lock.
-        mutating func remove(_ id: UInt64) -> Item? {
-            guard let item = items.removeValue(forKey: id) else { return nil }
-            if items.isEmpty {
-                items = [:]
-            } else if items.capacity > 64, items.count * 4 < items.capacity {
-                items = Dictionary(uniqueKeysWithValues: items.map { ($0.key, $0.value) })
+        /// Drops the items whose work is over.
+        mutating func sweep() -> [Item] {
+            var kept: [Item] = []
+            var dropped: [Item] = []
+            for item in items {
+                if item.isDone { dropped.append(item) } else { kept.append(item) }
             }
-            return item
+            items = kept
+            sweepAt = max(16, kept.count * 2)
+            return dropped
         }
 
         /// Marks the bag cancelled and takes every item.
         mutating func cancel() -> [Item] {
             isCancelled = true
-            defer { items = [:] }
-            return Array(items.values)
+            defer { items = [] }
+            return items
         }
     }
 
@@ -117,8 +123,8 @@ public final class CancelBag: Sendable {
         for item in state.withLock({ $0.cancel() }) { item.cancel() }
     }
 
-    /// Cancels everything the bag holds, and everything stored in it from now on. Any thread;
-    /// a second call does nothing more.
+    /// Cancels everything the bag holds that is still running, and everything stored in it
+    /// from now on. Any thread; a second call does nothing more.
     public func cancelAll() {
         for item in state.withLock({ $0.cancel() }) { item.cancel() }
     }
@@ -126,51 +132,67 @@ public final class CancelBag: Sendable {
     /// `true` once ``cancelAll()`` was called.
     public var isCancelled: Bool { state.withLock { $0.isCancelled } }
 
-    /// The number of entries held: work still running (and weakly held items not swept yet).
-    public var count: Int { state.withLock { $0.items.count } }
+    /// The number of entries whose work is still running (finished ones are dropped).
+    public var count: Int {
+        let (count, swept) = state.withLock { state in
+            let swept = state.sweep()
+            return (state.items.count, swept)
+        }
+        _ = swept  // released outside the lock
+        return count
+    }
 
     // MARK: Storing
 
-    /// Stores `item`; returns its id, or cancels it at once if the bag was cancelled.
-    private func insert(_ item: Item) -> UInt64? {
-        let (id, swept) = state.withLock { $0.insert(item) }
+    /// Stores `item`, or cancels it at once if the bag was cancelled.
+    private func insert(_ item: Item) {
+        let (stored, swept) = state.withLock { $0.insert(item) }
         _ = swept  // released outside the lock
-        if id == nil { item.cancel() }
-        return id
-    }
-
-    private func remove(_ id: UInt64) {
-        let item = state.withLock { $0.remove(id) }
-        _ = item  // released outside the lock
+        if !stored { item.cancel() }
     }
 
     /// Holds `context` until `promise` settles.
     func store<T>(_ context: CancelContext, until promise: Promise<T>) {
         guard promise.isPendingLocked else { return }
-        guard let id = insert(.chain(context)) else { return }
-        promise.pipe { [weak self] _ in self?.remove(id) }
+        insert(.chain(context, until: promise))
     }
 
     func store(_ context: CancelContext) {
-        _ = insert(.chain(context))
+        insert(.context(context))
     }
 
     func store(_ request: CancellationRequest) {
-        guard let id = insert(.request(request)) else { return }
-        request.token.onComplete { [weak self] _ in self?.remove(id) }
+        insert(.request(request))
     }
 
     func store<Success: Sendable, Failure: Error>(_ task: Task<Success, Failure>) {
-        guard let id = insert(.task({ task.cancel() })) else { return }
-        Task { [weak self] in
+        let entry = TaskEntry { task.cancel() }
+        insert(.task(entry))
+        Task {
             _ = await task.result
-            self?.remove(id)
+            entry.finish()
         }
     }
 
     func store(_ cancellable: any Cancellable) {
-        _ = insert(.weak(WeakCancellable(cancellable)))
+        insert(.weak(WeakCancellable(cancellable)))
     }
+}
+
+/// A Swift `Task` held by a bag: how to cancel it, and whether it has finished.
+private final class TaskEntry: Sendable {
+    private let cancelTask: @Sendable () -> Void
+    private let finished = Locked(false)
+
+    init(cancel: @escaping @Sendable () -> Void) {
+        cancelTask = cancel
+    }
+
+    var isFinished: Bool { finished.withLock { $0 } }
+
+    func finish() { finished.withLock { $0 = true } }
+
+    func cancel() { cancelTask() }
 }
 
 /// A `Cancellable` held weakly.

@@ -61,23 +61,24 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     let isObserver: Bool
 
     /// Index in the listing storage's members, or one of the markers above.
-    var index = CancelEntry.unlisted
+    @exclusivity(unchecked) var index = CancelEntry.unlisted
     /// The promise to reject when the chain is cancelled.
-    var target: (any CancelTarget)?
+    @exclusivity(unchecked) var target: (any CancelTarget)?
     /// Stops the promise's task; called at most once, only while the promise is pending.
-    var cancelBody: (() -> Void)?
+    @exclusivity(unchecked) var cancelBody: (() -> Void)?
     /// Chains this step waits on: cancelled with it.
-    var link: CancelLink?
+    @exclusivity(unchecked) var link: CancelLink?
     /// The entry of the step this one follows in the chain, to tell whether it waits behind an
     /// observer that has not run yet.
-    var upstream: CancelEntry?
+    @exclusivity(unchecked) var upstream: CancelEntry?
     /// Another attachment of the same promise, told when it settles.
-    var earlier: (any PromiseAttachment)?
+    @exclusivity(unchecked) var earlier: (any PromiseAttachment)?
     /// Set when the entry is cancelled on its own (an `autoCancel` loser).
-    var cancelledAlone = false
+    @exclusivity(unchecked) var cancelledAlone = false
     /// Scratch for `CancelState.cancel`: whether the entry waits behind an observer.
-    var waitsBehindObserver: Bool?
+    @exclusivity(unchecked) var waitsBehindObserver: Bool?
 
+    @usableFromInline
     init(home: CancelStorage, upstream: CancelEntry?, isObserver: Bool, cancel: (() -> Void)?) {
         self.home = home
         self.upstream = upstream
@@ -86,7 +87,7 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     }
 
     /// The promise settled: leave the chain, releasing the cancel closure.
-    package func promiseDidSettle() {
+    @usableFromInline package func promiseDidSettle() {
         home.remove(self)
     }
 
@@ -618,11 +619,13 @@ enum LinkRelease {
 
 /// The lock and state of a chain (see the top of this file). Never exposed: users hold
 /// `CancelContext` handles.
+@usableFromInline
 final class CancelStorage: @unchecked Sendable {
     // `@unchecked`: `state` is only touched with the lock held.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
-    private var state = CancelState()
+    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) private var state = CancelState()
 
     init() {}
 
@@ -689,10 +692,18 @@ final class CancelStorage: @unchecked Sendable {
 
     // MARK: Events
 
-    var cancelledError: (any Error)? {
+    @usableFromInline var cancelledError: (any Error)? {
         let root = lockRoot()
         let error = root.state.cancelledError
         root.unlock()
+        return error
+    }
+
+    /// The error a step made after `source` must be rejected with at once: the chain's
+    /// cancellation error if the chain was cancelled after `source` fulfilled (with `on: nil`
+    /// its body would otherwise run at once, before the step is listed).
+    @usableFromInline func errorForStep(after source: any CancelTarget) -> (any Error)? {
+        guard let error = cancelledError, source.isFulfilledLocked else { return nil }
         return error
     }
 
@@ -754,7 +765,7 @@ final class CancelStorage: @unchecked Sendable {
 
     /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
     /// if the promise has settled or the chain was cancelled.
-    func add<T>(_ entry: CancelEntry, for promise: Promise<T>) {
+    @usableFromInline func add(_ entry: CancelEntry, for promise: any CancelTarget) {
         let (attached, previous) = promise.replaceAttachment(with: entry)
         guard attached else {
             // Settled already: nothing to cancel; the closure is released uncalled.
@@ -852,7 +863,7 @@ let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled
 ///
 /// Thread-safe; cancelling twice, or cancelling a settled chain, does nothing more.
 public final class CancelContext: Sendable {
-    let storage: CancelStorage
+    @usableFromInline let storage: CancelStorage
 
     /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
     /// are cancelled together.

@@ -9,11 +9,13 @@ import PromiseCore
 
 extension CancellablePromise {
     /// An entry for a step that follows this promise in the chain.
+    @inlinable
     func nextEntry(isObserver: Bool = false) -> CancelEntry {
         CancelEntry(home: cancelContext.storage, upstream: entry, isObserver: isObserver, cancel: nil)
     }
 
     /// Wraps a step of this chain.
+    @inlinable
     func chained<U>(_ step: Promise<U>, entry: CancelEntry? = nil) -> CancellablePromise<U> {
         CancellablePromise<U>(member: step, context: cancelContext, entry: entry ?? nextEntry())
     }
@@ -25,10 +27,10 @@ extension CancellablePromise {
     /// otherwise run at once, before the step joins the chain. (On a cancelled chain whose
     /// promise is pending, the step is made: this promise will reject and pass the
     /// cancellation on, in chain order.)
-    @usableFromInline
+    @inlinable
     func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
         let entry = nextEntry()
-        if let error = cancelContext.storage.cancelledError, !promise.isPendingLocked, promise.settledError == nil {
+        if let error = cancelContext.storage.errorForStep(after: promise) {
             return chained(Promise(error: error), entry: entry)
         }
         return chained(make(entry), entry: entry)

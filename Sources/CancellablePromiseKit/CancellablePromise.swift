@@ -37,10 +37,11 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     public let cancelContext: CancelContext
 
     /// This promise's place in its chain.
-    let entry: CancelEntry
+    @usableFromInline let entry: CancelEntry
 
     /// Makes `promise` a member of `context`, through `entry` (made for it in `context`). If
     /// `promise` has settled already there is nothing to cancel and nothing is listed.
+    @inlinable
     init(member promise: Promise<T>, context: CancelContext, entry: CancelEntry) {
         self.promise = promise
         self.cancelContext = context

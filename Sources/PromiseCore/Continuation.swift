@@ -188,7 +188,7 @@ private func isRemovedRegistration(
 
 /// An object attached to a promise by library code (a producer's task, a cancellable wrapper),
 /// told once, outside every lock, that the promise settled.
-package protocol PromiseAttachment: AnyObject {
+@usableFromInline package protocol PromiseAttachment: AnyObject {
     func promiseDidSettle()
 }
 

@@ -394,7 +394,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Replaces the attachment while pending. Returns `false` (attaching nothing) once settled,
     /// and the previous attachment.
-    package final func replaceAttachment(
+    @usableFromInline package final func replaceAttachment(
         with new: any PromiseAttachment
     ) -> (attached: Bool, previous: (any PromiseAttachment)?) {
         lock()
@@ -409,7 +409,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
-    @inline(__always) package final var isPendingLocked: Bool {
+    @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
         lock()
         let pending = !isSettled
         unlock()
@@ -516,14 +516,29 @@ import Foundation
 
 /// A promise that a cancellation can reject, whatever its value type (used by
 /// `CancellablePromiseKit`'s cancel contexts).
-package protocol CancelTarget: AnyObject {
+@usableFromInline package protocol CancelTarget: AnyObject {
     /// Rejects the promise with `error` if it is pending; returns what settling released
     /// (nothing if it had settled already).
     func rejectForCancel(_ error: any Error) -> Unblocked
+
+    /// `true` while pending; takes the promise's lock.
+    var isPendingLocked: Bool { get }
+
+    /// Whether the promise is known to have been fulfilled: settled without an error.
+    var isFulfilledLocked: Bool { get }
+
+    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
+    func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
 }
 
 extension Promise: CancelTarget {
-    package final func rejectForCancel(_ error: any Error) -> Unblocked {
+    @usableFromInline package final var isFulfilledLocked: Bool {
+        lock()
+        defer { unlock() }
+        return isSettled && settledError == nil
+    }
+
+    @usableFromInline package final func rejectForCancel(_ error: any Error) -> Unblocked {
         settle(rejected: error)
     }
 }
