@@ -272,7 +272,15 @@ struct CancelState {
         phase = .cancelled(error, site)
         let taken = members
         members = MemberList()
-        taken.forEach { Self.markWaitingBehindObserver($0) }
+        Self.cancelMembers(taken, with: error, into: &actions)
+        return true
+    }
+
+    /// Settles the members of a chain being cancelled with `error` (still carrying their
+    /// indexes): rejects every pending promise that does not wait behind an observer; the others
+    /// settle when the observer ahead of them passes the cancellation on.
+    private static func cancelMembers(_ taken: MemberList, with error: any Error, into actions: inout CancelActions) {
+        taken.forEach { markWaitingBehindObserver($0) }
         taken.forEach { entry in
             if entry.waitsBehindObserver == true {
                 // Settles when the observer ahead of it passes the cancellation on.
@@ -282,7 +290,6 @@ struct CancelState {
                 actions.reject(entry, with: error)
             }
         }
-        return true
     }
 
     /// Cancels one listed entry, not its chain (an `autoCancel` loser that shares its chain with
@@ -370,7 +377,7 @@ struct CancelState {
     }
 
     /// Absorbs `absorbed` (an active root) into this root, `storage`: its members are listed
-    /// here, or rejected if this chain was cancelled.
+    /// here, or cancelled (as by `cancel`) if this chain was cancelled.
     private mutating func absorb(
         _ absorbed: inout CancelState, into storage: CancelStorage, actions: inout CancelActions
     ) {
@@ -388,7 +395,8 @@ struct CancelState {
         case .active:
             moved.forEach { members.append($0) }
         case .cancelled(let error, _):
-            moved.forEach { actions.reject($0, with: error) }
+            // Joining a cancelled chain cancels this one, in chain order as `cancel` does.
+            Self.cancelMembers(moved, with: error, into: &actions)
         case .abandoned, .forwarded:
             preconditionFailure("CancelState.absorb: only an active or cancelled root absorbs")
         }

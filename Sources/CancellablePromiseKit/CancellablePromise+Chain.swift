@@ -21,8 +21,8 @@ extension CancellablePromise {
     }
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
-    /// `compactMap`, `done`, `get`, `recover`). `make` receives the step's entry, to link what
-    /// the body returns. On a chain cancelled after this promise fulfilled, `make` is not called
+    /// `compactMap`, `done`, `get`, `recover`, and the sequence helpers that take a body).
+    /// `make` receives the step's entry, to link what the body returns. On a chain cancelled after this promise fulfilled, `make` is not called
     /// and the step is rejected with the cancellation error: with `on: nil` the body would
     /// otherwise run at once, before the step joins the chain. (On a cancelled chain whose
     /// promise is pending, the step is made: this promise will reject and pass the
@@ -349,7 +349,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
-        chained(promise.mapValues(on: on, flags: flags, transform))
+        step { _ in promise.mapValues(on: on, flags: flags, transform) }
     }
 
     /// Maps every element to a sequence and flattens.
@@ -358,7 +358,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
-        chained(promise.flatMapValues(on: on, flags: flags, transform))
+        step { _ in promise.flatMapValues(on: on, flags: flags, transform) }
     }
 
     /// Maps every element, dropping `nil`s.
@@ -367,7 +367,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
-        chained(promise.compactMapValues(on: on, flags: flags, transform))
+        step { _ in promise.compactMapValues(on: on, flags: flags, transform) }
     }
 
     /// Maps every element to a cancellable promise and waits for all; while this chain waits on
@@ -421,7 +421,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        chained(promise.filterValues(on: on, flags: flags, isIncluded))
+        step { _ in promise.filterValues(on: on, flags: flags, isIncluded) }
     }
 }
 
@@ -437,7 +437,7 @@ extension CancellablePromise where T: Collection {
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
-        chained(promise.firstValue(on: on, flags: flags, where: test))
+        step { _ in promise.firstValue(on: on, flags: flags, where: test) }
     }
 
     /// The last element; rejects with `PMKError.emptySequence` if there is none.
@@ -452,6 +452,6 @@ extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        chained(promise.sortedValues(on: on, flags: flags))
+        step { _ in promise.sortedValues(on: on, flags: flags) }
     }
 }
