@@ -95,7 +95,10 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     /// `CancelStorage.link`): a settled promise links nothing.
     func link<U: Thenable>(_ next: U) {
         if let cancellable = next as? CancellablePromise<U.T> {
-            guard cancellable.promise.isPendingLocked else { return }
+            // A promise of this very chain links nothing: the chain cancels it anyway, and a
+            // link to its own handle would keep the chain cancellable for ever.
+            guard cancellable.promise.isPendingLocked, !cancellable.cancelContext.storage.isSameChain(as: home)
+            else { return }
             home.link(self, .context(cancellable.cancelContext))
         } else if !(next is Guarantee<U.T>) {
             let promise = next.asPromise()
@@ -112,8 +115,10 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
         return result
     }
 
-    /// Whether the whole chain was cancelled (`recover` never runs for that).
-    var isChainCancelled: Bool { home.cancelledError != nil }
+    /// A step body must not start once the chain was cancelled, or this step cancelled alone.
+    @usableFromInline package func errorBeforeBody() -> (any Error)? {
+        home.errorBeforeBody(of: self)
+    }
 }
 
 /// What cancelling a step cancels besides its own promise.
@@ -453,6 +458,8 @@ struct CancelActions {
     private(set) var linkError: (any Error)?
     /// Where the cancellation that reaches linked chains was asked for.
     var linkSite: CancelSite?
+    /// A chain that links must not reach (the winner's, when `autoCancel` cancels losers).
+    var excludedRoot: CancelStorage?
 
     init() {}
 
@@ -686,6 +693,10 @@ final class CancelStorage: @unchecked Sendable {
             case .chain(let context):
                 let error = actions.linkError ?? boxedCancellation
                 let root = context.storage.lockRoot()
+                if root === actions.excludedRoot {
+                    root.unlock()
+                    continue
+                }
                 _ = root.state.cancel(with: error, at: actions.linkSite ?? .library, into: &actions)
                 root.unlock()
             case .task(let body):
@@ -707,11 +718,12 @@ final class CancelStorage: @unchecked Sendable {
         return error
     }
 
-    /// The error a step made after `source` must be rejected with at once: the chain's
-    /// cancellation error if the chain was cancelled after `source` fulfilled (with `on: nil`
-    /// its body would otherwise run at once, before the step is listed).
-    @usableFromInline func errorForStep(after source: any CancelTarget) -> (any Error)? {
-        guard let error = cancelledError, source.isFulfilledLocked else { return nil }
+    /// The error `entry`'s step must reject with instead of starting its body: its chain's
+    /// cancellation, or its own (an `autoCancel` loser), if any.
+    func errorBeforeBody(of entry: CancelEntry) -> (any Error)? {
+        let root = lockRoot()
+        let error = entry.cancelledAlone ? boxedCancellation : root.state.cancelledError
+        root.unlock()
         return error
     }
 
@@ -741,15 +753,17 @@ final class CancelStorage: @unchecked Sendable {
         root === other.root
     }
 
-    private var root: CancelStorage {
+    /// The root this storage forwards to now (itself unless absorbed by a join).
+    var root: CancelStorage {
         let root = lockRoot()
         root.unlock()
         return root
     }
 
-    func cancel(with error: any Error, at site: CancelSite) {
+    func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
         withRoot { state, actions in
             actions.linkSite = site
+            actions.excludedRoot = excluded
             _ = state.cancel(with: error, at: site, into: &actions)
         }
     }
@@ -764,9 +778,10 @@ final class CancelStorage: @unchecked Sendable {
     }
 
     /// Cancels `entry` alone (not its chain); see `CancelState.cancelAlone`.
-    func cancelAlone(_ entry: CancelEntry) {
+    func cancelAlone(_ entry: CancelEntry, excluding excluded: CancelStorage? = nil) {
         withRoot { state, actions in
             actions.linkSite = .library
+            actions.excludedRoot = excluded
             _ = state.cancelAlone(entry, with: boxedCancellation, into: &actions)
         }
     }
@@ -784,7 +799,7 @@ final class CancelStorage: @unchecked Sendable {
             return
         }
         withRoot { state, actions in
-            if !(previous is PromiseCancellation) {
+            if !(previous is PromiseCancellation), previous !== entry {
                 entry.earlier = previous
                 if entry.index == CancelEntry.done {
                     actions.notify(previous)

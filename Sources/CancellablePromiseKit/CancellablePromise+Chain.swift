@@ -22,17 +22,13 @@ extension CancellablePromise {
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
     /// `compactMap`, `done`, `get`, `recover`, and the sequence helpers that take a body).
-    /// `make` receives the step's entry, to link what the body returns. On a chain cancelled after this promise fulfilled, `make` is not called
-    /// and the step is rejected with the cancellation error: with `on: nil` the body would
-    /// otherwise run at once, before the step joins the chain. (On a cancelled chain whose
-    /// promise is pending, the step is made: this promise will reject and pass the
-    /// cancellation on, in chain order.)
+    /// `make` builds the core step with the entry as its attachment from the start: the step
+    /// asks it before its body starts, so no body starts once the chain is cancelled — also a
+    /// step made while `cancel()` runs, or queued before it. `make` also receives the entry to
+    /// link what the body returns.
     @inlinable
     func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
         let entry = nextEntry()
-        if let error = cancelContext.storage.errorForStep(after: promise) {
-            return chained(Promise(error: error), entry: entry)
-        }
         return chained(make(entry), entry: entry)
     }
 
@@ -60,7 +56,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         step { entry in
-            promise.then(on: on, flags: flags) { value -> CancellablePromise<U> in
+            promise.then(on: on, flags: flags, attachment: entry) { value -> CancellablePromise<U> in
                 let next = try body(value)
                 entry.link(next)
                 return next
@@ -78,7 +74,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
         step { entry in
-            promise.then(on: on, flags: flags) { value -> U in
+            promise.then(on: on, flags: flags, attachment: entry) { value -> U in
                 let next = try body(value)
                 entry.link(next)
                 return next
@@ -94,7 +90,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        step { _ in promise.map(on: on, flags: flags, transform) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry, transform) }
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
@@ -103,7 +99,16 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
-        step { _ in promise.compactMap(on: on, flags: flags, transform) }
+        step { entry in
+            promise.step(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+                switch result {
+                case .rejected(let error): return .result(.rejected(error))
+                case .fulfilled(let value):
+                    guard let mapped = try transform(value) else { throw PMKError.compactMap(value, U.self) }
+                    return .result(.fulfilled(mapped))
+                }
+            }
+        }
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
@@ -112,7 +117,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { _ in promise.done(on: on, flags: flags, body) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry, body) }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -121,7 +126,12 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
-        step { _ in promise.get(on: on, flags: flags, body) }
+        step { entry in
+            promise.step(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+                if case .fulfilled(let value) = result { try body(value) }
+                return .result(result)
+            }
+        }
     }
 
     /// Runs `body` with the result on `on`, whatever it is, cancellation included. If the chain
@@ -171,11 +181,13 @@ extension CancellablePromise {
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         step { entry in
-            promise.recover(on: on, flags: flags, policy: policy) { error -> U in
-                if entry.isChainCancelled { throw error }
+            promise.step(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+                guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+                    return .result(result)
+                }
                 let next = try body(error)
                 entry.link(next)
-                return next
+                return .follow(next.asPromise())
             }
         }
     }
@@ -249,9 +261,9 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
         step { entry in
-            promise.recover(on: on, flags: flags, policy: .allErrors) { (error: Error) throws -> Void in
-                if entry.isChainCancelled { throw error }
-                body(error)
+            promise.step(on: on, flags: flags, hop: .rejected(.allErrors), attachment: entry) { result in
+                if case .rejected(let error) = result { body(error) }
+                return .result(.fulfilled(()))
             }
         }
     }
@@ -264,9 +276,12 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
         step { entry in
-            promise.recover(on: on, flags: flags, policy: policy) { (error: Error) throws -> Void in
-                if entry.isChainCancelled { throw error }
+            promise.step(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+                guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+                    return .result(result)
+                }
                 try body(error)
+                return .result(.fulfilled(()))
             }
         }
     }
@@ -349,7 +364,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
-        step { _ in promise.mapValues(on: on, flags: flags, transform) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.map(transform) } }
     }
 
     /// Maps every element to a sequence and flattens.
@@ -358,7 +373,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
-        step { _ in promise.flatMapValues(on: on, flags: flags, transform) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.flatMap(transform) } }
     }
 
     /// Maps every element, dropping `nil`s.
@@ -367,7 +382,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
-        step { _ in promise.compactMapValues(on: on, flags: flags, transform) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.compactMap(transform) } }
     }
 
     /// Maps every element to a cancellable promise and waits for all; while this chain waits on
@@ -389,7 +404,7 @@ extension CancellablePromise where T: Sequence {
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
         step { entry in
-            promise.then(on: on, flags: flags) { values -> Promise<[U.T]> in
+            promise.then(on: on, flags: flags, attachment: entry) { values -> Promise<[U.T]> in
                 let thenables = try values.map(transform)
                 for thenable in thenables { entry.link(thenable) }
                 return when(fulfilled: thenables)
@@ -421,7 +436,7 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { _ in promise.filterValues(on: on, flags: flags, isIncluded) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry) { $0.filter(isIncluded) } }
     }
 }
 
@@ -437,7 +452,12 @@ extension CancellablePromise where T: Collection {
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
-        step { _ in promise.firstValue(on: on, flags: flags, where: test) }
+        step { entry in
+            promise.map(on: on, flags: flags, attachment: entry) { collection in
+                guard let first = collection.first(where: test) else { throw PMKError.emptySequence }
+                return first
+            }
+        }
     }
 
     /// The last element; rejects with `PMKError.emptySequence` if there is none.
@@ -452,6 +472,6 @@ extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { _ in promise.sortedValues(on: on, flags: flags) }
+        step { entry in promise.map(on: on, flags: flags, attachment: entry) { $0.sorted() } }
     }
 }

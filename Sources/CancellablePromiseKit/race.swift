@@ -102,12 +102,15 @@ final class AutoCancelInputs: Sendable {
     func cancelLosers(winner index: Int) {
         guard let inputs = take(), inputs.indices.contains(index) else { return }
         let winner = inputs[index]
+        // Links followed from a loser never reach back into the winner's chain (a loser may
+        // wait on the winner).
+        let winnerRoot = winner.context.storage.root
         for (position, loser) in inputs.enumerated() where position != index {
             guard loser.entry !== winner.entry, loser.entry.home.isListed(loser.entry) else { continue }
             if loser.context.storage.isSameChain(as: winner.context.storage) {
-                loser.entry.home.cancelAlone(loser.entry)
+                loser.entry.home.cancelAlone(loser.entry, excluding: winnerRoot)
             } else {
-                loser.context.cancel()
+                loser.context.storage.cancel(with: boxedCancellation, at: .library, excluding: winnerRoot)
             }
         }
     }

@@ -190,6 +190,25 @@ private func isRemovedRegistration(
 /// told once, outside every lock, that the promise settled.
 @usableFromInline package protocol PromiseAttachment: AnyObject {
     func promiseDidSettle()
+
+    /// Asked, outside every lock, just before a step body (not an observer's) starts: an error
+    /// here means the body must not run and the step rejects with it instead (a cancelled
+    /// chain). The default allows every body.
+    func errorBeforeBody() -> (any Error)?
+}
+
+extension PromiseAttachment {
+    @inlinable package func errorBeforeBody() -> (any Error)? { nil }
+}
+
+/// Whether a step's body may start (see `Promise.bodyStart`).
+@usableFromInline package enum BodyStart {
+    /// Pending, and its attachment allows it.
+    case start
+    /// Settled already (rejected by a cancellation): the body must not start.
+    case settled
+    /// The attachment forbids it: settle with this error instead.
+    case reject(any Error)
 }
 
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the

@@ -408,6 +408,31 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return (true, previous)
     }
 
+    /// Whether a step's body may start: not once the step has settled (rejected by a
+    /// cancellation), nor when its attachment forbids it (its chain was cancelled before the
+    /// step could be rejected). Takes the lock once; asks the attachment after releasing it.
+    @inline(__always) @usableFromInline package final var bodyStart: BodyStart {
+        lock()
+        guard !isSettled else {
+            unlock()
+            return .settled
+        }
+        let attached = attachment
+        unlock()
+        if let attached, let error = attached.errorBeforeBody() { return .reject(error) }
+        return .start
+    }
+
+    /// Sets the attachment of a step that no other thread can see yet (before it observes its
+    /// source), so that it governs the step's body from the start.
+    @inlinable package final func initializeAttachment(_ attachment: any PromiseAttachment) {
+        setAttachmentUnshared(attachment)
+    }
+
+    @usableFromInline final func setAttachmentUnshared(_ new: any PromiseAttachment) {
+        attachment = new
+    }
+
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
     @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
         lock()

@@ -31,8 +31,11 @@ import Dispatch
     private func run(_ value: T) -> Unblocked {
         let transform = self.transform!
         self.transform = nil
-        // Settled already (rejected by a cancellation): the body must not start.
-        guard isPendingLocked else { return .none }
+        switch bodyStart {
+        case .start: break
+        case .settled: return .none
+        case .reject(let error): return settle(rejected: error)
+        }
         do {
             return settle(fulfilled: try transform(value))
         } catch {
@@ -80,8 +83,11 @@ import Dispatch
     private func run(_ value: T) -> Unblocked {
         let body = self.body!
         self.body = nil
-        // Settled already (rejected by a cancellation): the body must not start.
-        guard isPendingLocked else { return .none }
+        switch bodyStart {
+        case .start: break
+        case .settled: return .none
+        case .reject(let error): return settle(rejected: error)
+        }
         let returned: Promise<R.T>
         do {
             let rv = try body(value)
@@ -150,7 +156,13 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     private func run(_ result: Result<T>) -> Unblocked {
         let body = self.body!
         self.body = nil
-        if !isObserver, hop.runsBody(for: result), !isPendingLocked { return .none }
+        if !isObserver, hop.runsBody(for: result) {
+            switch bodyStart {
+            case .start: break
+            case .settled: return .none
+            case .reject(let error): return settle(rejected: error)
+            }
+        }
         do {
             switch try body(result) {
             case .result(let outcome):
@@ -179,9 +191,37 @@ extension Promise {
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
         isObserver: Bool = false,
+        attachment: (any PromiseAttachment)? = nil,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
         let step = Step<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
+        if let attachment { step.initializeAttachment(attachment) }
+        drain(observe(step))
+        return step
+    }
+
+    /// `map` whose step has `attachment` from the start (see `PromiseAttachment.errorBeforeBody`).
+    @inlinable package final func map<U>(
+        on queue: DispatchQueue?,
+        flags: DispatchWorkItemFlags?,
+        attachment: any PromiseAttachment,
+        _ transform: @escaping (T) throws -> U
+    ) -> Promise<U> {
+        let step = MapStep<T, U>(queue: queue, flags: flags, transform: transform)
+        step.initializeAttachment(attachment)
+        drain(observe(step))
+        return step
+    }
+
+    /// `then` whose step has `attachment` from the start.
+    @inlinable package final func then<R: Thenable>(
+        on queue: DispatchQueue?,
+        flags: DispatchWorkItemFlags?,
+        attachment: any PromiseAttachment,
+        _ body: @escaping (T) throws -> R
+    ) -> Promise<R.T> {
+        let step = ThenStep<T, R>(queue: queue, flags: flags, body: body)
+        step.initializeAttachment(attachment)
         drain(observe(step))
         return step
     }

@@ -69,47 +69,6 @@ final class CancellationGraphReviewTests: XCTestCase {
 
     // MARK: - autoCancel combinators keep abandoned inputs alive
 
-    /// Detail 14: with no cancel handle left and nothing able to settle it, pending work is
-    /// freed. An `autoCancel` race holds its inputs' contexts (`AutoCancelInputs`, captured by
-    /// the `Race` aggregate's `onWin`), and the aggregate is held by the inputs' handlers, so
-    /// input promise → AggregateInput → Race → onWin → AutoCancelInputs → CancelContext →
-    /// CancelStorage → CancelEntry → target (input promise) is a cycle nothing breaks.
-    func testAbandonedAutoCancelRaceDoesNotKeepItsUnsettleableInputsAlive() {
-        weak var weakPlain: Promise<Int>?
-        do {
-            // Baseline: without autoCancel the same abandoned inputs are freed.
-            let a = CancellablePromise<Int>.pending().promise  // resolver dropped: nothing can settle it
-            let b = CancellablePromise<Int>.pending().promise
-            weakPlain = a.promise
-            _ = race([a, b])
-        }
-        XCTAssertNil(weakPlain, "baseline")
-
-        weak var weakInput: Promise<Int>?
-        weak var weakContext: CancelContext?
-        do {
-            let a = CancellablePromise<Int>.pending().promise
-            let b = CancellablePromise<Int>.pending().promise
-            weakInput = a.promise
-            weakContext = a.cancelContext
-            _ = race([a, b], autoCancel: true)
-        }
-        XCTAssertNil(weakInput, "abandoned race(autoCancel:) input leaked through a cycle")
-        XCTAssertNil(weakContext, "abandoned race(autoCancel:) input context leaked through a cycle")
-    }
-
-    /// The same cycle through `WhenFulfilled.onReject`.
-    func testAbandonedAutoCancelWhenDoesNotKeepItsUnsettleableInputsAlive() {
-        weak var weakInput: Promise<Int>?
-        do {
-            let a = CancellablePromise<Int>.pending().promise
-            let b = CancellablePromise<Int>.pending().promise
-            weakInput = a.promise
-            _ = when(fulfilled: [a, b], autoCancel: true)
-        }
-        XCTAssertNil(weakInput, "abandoned when(fulfilled:autoCancel:) input leaked through a cycle")
-    }
-
     // MARK: - Joining into a cancelled chain ignores observers
 
     /// Detail 19: a handler downstream of an observer runs after the observer's body. Cancelling
