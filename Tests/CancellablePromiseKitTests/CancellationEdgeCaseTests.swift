@@ -3,10 +3,11 @@ import Dispatch
 import Foundation
 import XCTest
 
-// Review of the cancellation graph rewrite (CancelContext.swift and the operators built on it).
-// Each test pins one problem found in review; see the comment on each.
+// Edge cases of the cancellation graph: steps made or settling while `cancel()` runs, joins into
+// cancelled chains, links between a combinator's inputs, links to a chain's own promises, and
+// registrations on a long-lived `cancelPromise`. Each test pins one behaviour; see its comment.
 
-final class CancellationGraphReviewTests: XCTestCase {
+final class CancellationEdgeCaseTests: XCTestCase {
     /// A log that the test reads after the threads are done.
     final class Log: @unchecked Sendable {
         private let lock = NSLock()
