@@ -12,6 +12,8 @@ public enum Command: Equatable, Sendable {
     case subtasks
     /// `adopt`.
     case adopt
+    /// `search`.
+    case search
     /// `help`, `--help`, `-h`.
     case help
 
@@ -23,15 +25,17 @@ public enum Command: Equatable, Sendable {
 
     /// The usage text.
     public static let usage = """
-        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | help]
+        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | search | help]
 
-          (none)     run the three scenarios below, one after the other (no network)
+          (none)     run the four scenarios below, one after the other (no network)
           mirrors    race simulated mirrors with autoCancel: the first answer wins, the
                      others are stopped; with --url, race real URLs instead
           subtasks   a task built from sub-promises (cancelPromise, when(_:while:)),
                      cancelled half-way
           adopt      existing Promise code made cancellable with cancellize() and
                      asCancellable(), cancelled from another thread
+          search     search-as-you-type: each keystroke cancels the previous search
+                     (LatestWins); a flaky backend is retried with exponential backoff
         """
 
     /// Parses the arguments that follow the program name.
@@ -42,9 +46,13 @@ public enum Command: Equatable, Sendable {
         case "help", "--help", "-h":
             guard rest.isEmpty else { throw UsageError(description: "help takes no arguments") }
             return .help
-        case "subtasks", "adopt":
+        case "subtasks", "adopt", "search":
             guard rest.isEmpty else { throw UsageError(description: "\(first) takes no arguments") }
-            return first == "subtasks" ? .subtasks : .adopt
+            switch first {
+            case "subtasks": return .subtasks
+            case "adopt": return .adopt
+            default: return .search
+            }
         case "mirrors":
             return try parseMirrors(rest)
         default:

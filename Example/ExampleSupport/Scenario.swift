@@ -27,6 +27,11 @@ public struct Scenario: Sendable {
         name: "adopt", title: "existing Promise code, cancelled from another thread",
         introduction: AdoptScenario.introduction, run: { AdoptScenario.run(timeline: $0) })
 
+    /// Search-as-you-type: latest wins, and a flaky backend answered through retry with backoff.
+    public static let search = Scenario(
+        name: "search", title: "search-as-you-type: LatestWins and retry with backoff",
+        introduction: SearchScenario.introduction, run: { SearchScenario.run(timeline: $0) })
+
     /// The race over real URLs.
     public static func mirrors(urls: [URL]) -> Scenario {
         Scenario(
@@ -38,11 +43,12 @@ public struct Scenario: Sendable {
     /// The scenarios a command runs (none for `help`).
     public static func scenarios(for command: Command) -> [Scenario] {
         switch command {
-        case .all: return [.mirrors, .subtasks, .adopt]
+        case .all: return [.mirrors, .subtasks, .adopt, .search]
         case .mirrors: return [.mirrors]
         case .mirrorURLs(let urls): return [.mirrors(urls: urls)]
         case .subtasks: return [.subtasks]
         case .adopt: return [.adopt]
+        case .search: return [.search]
         case .help: return []
         }
     }

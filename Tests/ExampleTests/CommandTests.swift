@@ -5,13 +5,14 @@ import XCTest
 final class CommandTests: XCTestCase {
     func testNoArgumentsRunsEveryScenario() throws {
         XCTAssertEqual(try Command.parse([]), .all)
-        XCTAssertEqual(Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt"])
+        XCTAssertEqual(Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt", "search"])
     }
 
     func testSubcommands() throws {
         XCTAssertEqual(try Command.parse(["mirrors"]), .mirrors)
         XCTAssertEqual(try Command.parse(["subtasks"]), .subtasks)
         XCTAssertEqual(try Command.parse(["adopt"]), .adopt)
+        XCTAssertEqual(try Command.parse(["search"]), .search)
         XCTAssertEqual(try Command.parse(["--help"]), .help)
         XCTAssertTrue(Scenario.scenarios(for: .help).isEmpty)
     }
@@ -24,7 +25,8 @@ final class CommandTests: XCTestCase {
     func testBadArgumentsAreUsageErrors() {
         let bad: [[String]] = [
             ["mirror"], ["mirrors", "--url"], ["mirrors", "--url", "ftp://a.example/f"], ["mirrors", "--url", "nope"],
-            ["mirrors", "--fast"], ["adopt", "now"], ["subtasks", "--url", "https://a.example"], ["help", "me"],
+            ["mirrors", "--fast"], ["adopt", "now"], ["search", "swift"], ["subtasks", "--url", "https://a.example"],
+            ["help", "me"],
         ]
         for arguments in bad {
             XCTAssertThrowsError(try Command.parse(arguments), "\(arguments)") { error in

@@ -98,6 +98,50 @@ final class ExampleScenarioTests: XCTestCase {
         XCTAssertLessThan(cancel, index(of: .finished, "fetch profile", in: events))
     }
 
+    func testSearchStopsEveryStaleSearchAndRetriesTheFlakyBackendForTheLastText() {
+        let events = run { SearchScenario.run(timeline: $0) }
+        func typed(_ text: String) -> Int {
+            guard
+                let found = events.firstIndex(where: {
+                    $0.kind == .cancelRequested && $0.message.hasPrefix("typed \"\(text)\":")
+                })
+            else {
+                XCTFail("\(text) was not typed")
+                return -1
+            }
+            return found
+        }
+
+        // Only the last text shows results; every earlier search was cancelled, none finished.
+        XCTAssertEqual(subjects(.outcome, in: events), ["\"swift\""])
+        XCTAssertEqual(subjects(.rejectedByCancel, in: events), ["\"s\"", "\"sw\"", "\"swi\""])
+        XCTAssertEqual(subjects(.finished, in: events), ["\"swift\" #3"])
+
+        // "s" and "swi" are stopped mid-request by the next keystroke, before it starts its own.
+        XCTAssertEqual(subjects(.cancelHandler, in: events), ["\"s\" #1", "\"swi\" #1"])
+        XCTAssertLessThan(typed("sw"), index(of: .cancelHandler, "\"s\" #1", in: events))
+        XCTAssertLessThan(
+            index(of: .cancelHandler, "\"s\" #1", in: events), index(of: .started, "\"sw\" #1", in: events))
+        XCTAssertLessThan(typed("swift"), index(of: .cancelHandler, "\"swi\" #1", in: events))
+
+        // "sw" failed, was backing off when "swi" was typed, and never made a second attempt.
+        XCTAssertLessThan(index(of: .failed, "\"sw\" #1", in: events), typed("swi"))
+        XCTAssertLessThan(typed("swi"), index(of: .rejectedByCancel, "\"sw\"", in: events))
+        XCTAssertFalse(subjects(.started, in: events).contains("\"sw\" #2"), "its backoff timer was stopped")
+
+        // "swift" fails twice (HTTP 503), backs off, and answers on the third attempt.
+        let swift = events.filter { $0.subject.hasPrefix("\"swift\" #") }.map { "\($0.subject) \($0.kind)" }
+        XCTAssertEqual(
+            swift,
+            [
+                "\"swift\" #1 started", "\"swift\" #1 failed", "\"swift\" #2 started", "\"swift\" #2 failed",
+                "\"swift\" #3 started", "\"swift\" #3 finished",
+            ])
+        XCTAssertLessThan(
+            index(of: .finished, "\"swift\" #3", in: events), index(of: .outcome, "\"swift\"", in: events))
+        XCTAssertTrue(events.last?.message.contains("attempt 3 of 4") ?? false)
+    }
+
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
         let lines = Locked<[String]>([])
         let over = expectation(description: "runner over")

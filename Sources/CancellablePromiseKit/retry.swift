@@ -1,0 +1,612 @@
+import Dispatch
+import Foundation
+import PromiseCore
+
+// Retry with backoff: run an attempt, and when it fails with an error the caller deems
+// transient, wait a while and run another, up to a maximum number of attempts.
+//
+// One `RetryMachine` drives a retry. Its state sits behind one lock and changes only through
+// events (an attempt begins, started, settled; the predicate decided; the delay timer started
+// or fired; the result was cancelled or abandoned). Each event decides under the lock and
+// returns the actions to run once the lock is released: call the attempt body, the predicate,
+// a cancel function, settle the result, arm or stop the timer, and release closures. No user
+// code and no other lock is ever entered while the machine's lock is held.
+//
+// Who keeps the machine alive: the running attempt (its `pipe` handler), the delay timer, a
+// queue hop, and the handle behind the result's cancel function. The machine holds the running
+// attempt's cancel function only while the result can still be cancelled: when the result's
+// last cancel handle goes away, the handle's `deinit` tells the machine, which drops it, so an
+// abandoned retry runs to its end without any cycle keeping it alive.
+
+// MARK: - Delay policy
+
+/// How long ``retry(maxAttempts:delay:on:if:_:)`` waits after a failed attempt before it starts
+/// the next one.
+///
+/// ```swift
+/// .immediately                                  // no wait
+/// .fixed(0.5)                                   // 0.5 s before every retry
+/// .exponential(initial: 0.1, multiplier: 2, maximum: 5, jitter: 0.1)
+///                                               // about 0.1, 0.2, 0.4 … s, never above 5 s
+/// ```
+///
+/// A policy with a negative, NaN or otherwise impossible parameter is not rejected when it is
+/// made but by `retry`, which then fails with ``RetryConfigurationError/invalidDelay(_:)``
+/// without running any attempt. ``isValid`` tells in advance.
+public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
+    enum Policy: Sendable, Equatable {
+        case immediately
+        case fixed(TimeInterval)
+        case exponential(initial: TimeInterval, multiplier: Double, maximum: TimeInterval, jitter: Double)
+    }
+
+    let policy: Policy
+
+    /// The next attempt starts as soon as the previous one has failed.
+    public static let immediately = RetryDelay(policy: .immediately)
+
+    /// The same wait, `seconds`, before every retry. `seconds` must be finite and not negative.
+    public static func fixed(_ seconds: TimeInterval) -> RetryDelay {
+        RetryDelay(policy: .fixed(seconds))
+    }
+
+    /// A wait that grows after each failed attempt: `initial` seconds after the first,
+    /// `initial × multiplier` after the second, `initial × multiplier²` after the third…, never
+    /// more than `maximum`.
+    ///
+    /// `jitter` spreads retries of many clients apart: each wait is multiplied by a random
+    /// factor between `1 - jitter` and `1 + jitter` (then kept at most `maximum`), so with
+    /// `jitter: 0.1` a wait of 0.4 s becomes anything from 0.36 s to 0.44 s.
+    ///
+    /// - Parameters:
+    ///   - initial: the first wait, in seconds: finite, not negative.
+    ///   - multiplier: how much each wait grows: finite, at least 1.
+    ///   - maximum: the cap on every wait, in seconds: not negative (`.infinity` for none).
+    ///   - jitter: the random spread, from 0 (none) to 1.
+    public static func exponential(
+        initial: TimeInterval, multiplier: Double = 2, maximum: TimeInterval = .infinity, jitter: Double = 0
+    ) -> RetryDelay {
+        RetryDelay(policy: .exponential(initial: initial, multiplier: multiplier, maximum: maximum, jitter: jitter))
+    }
+
+    /// `true` if `retry` accepts this policy: no negative, NaN or infinite wait, a multiplier of
+    /// at least 1 and a jitter between 0 and 1.
+    public var isValid: Bool {
+        switch policy {
+        case .immediately:
+            return true
+        case .fixed(let seconds):
+            return seconds.isFinite && seconds >= 0
+        case .exponential(let initial, let multiplier, let maximum, let jitter):
+            return initial.isFinite && initial >= 0 && multiplier.isFinite && multiplier >= 1
+                && !maximum.isNaN && maximum >= 0 && jitter.isFinite && (0...1).contains(jitter)
+        }
+    }
+
+    /// The wait, in seconds, after attempt number `attempt` (1 for the first) has failed, with
+    /// the system's random number generator for the jitter. Never negative; `0` for an invalid
+    /// policy.
+    public func seconds(after attempt: Int) -> TimeInterval {
+        var generator = SystemRandomNumberGenerator()
+        return seconds(after: attempt, using: &generator)
+    }
+
+    /// The wait, in seconds, after attempt number `attempt` (1 for the first) has failed, drawing
+    /// the jitter from `generator`. Never negative; `0` for an invalid policy.
+    public func seconds<G: RandomNumberGenerator>(after attempt: Int, using generator: inout G) -> TimeInterval {
+        guard isValid else { return 0 }
+        switch policy {
+        case .immediately:
+            return 0
+        case .fixed(let seconds):
+            return seconds
+        case .exponential(let initial, let multiplier, let maximum, let jitter):
+            let growth = pow(multiplier, Double(max(0, attempt - 1)))
+            let base = min(initial * growth, maximum)
+            guard jitter > 0, base > 0, base.isFinite else { return base }
+            let factor = 1 + jitter * Double.random(in: -1...1, using: &generator)
+            return min(max(0, base * factor), maximum)
+        }
+    }
+
+    /// `immediately`, `fixed(0.5)`, `exponential(initial: 0.1, multiplier: 2.0, maximum: 5.0, jitter: 0.1)`.
+    public var description: String {
+        switch policy {
+        case .immediately:
+            return "immediately"
+        case .fixed(let seconds):
+            return "fixed(\(seconds))"
+        case .exponential(let initial, let multiplier, let maximum, let jitter):
+            return "exponential(initial: \(initial), multiplier: \(multiplier), maximum: \(maximum), jitter: \(jitter))"
+        }
+    }
+}
+
+// MARK: - Bad input
+
+/// The error ``retry(maxAttempts:delay:on:if:_:)`` fails with when it is given arguments it
+/// cannot run with. No attempt runs then; the returned promise is already rejected.
+public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
+    /// `maxAttempts` was less than 1 (the associated value is what was passed).
+    case invalidMaxAttempts(Int)
+    /// The delay policy has a negative, NaN or infinite wait, a multiplier below 1 or a jitter
+    /// outside 0…1 (see ``RetryDelay/isValid``).
+    case invalidDelay(RetryDelay)
+
+    /// What was wrong, in one sentence.
+    public var description: String {
+        switch self {
+        case .invalidMaxAttempts(let count):
+            return "retry needs maxAttempts of at least 1, got \(count)"
+        case .invalidDelay(let delay):
+            return "retry cannot use the delay \(delay): waits must be finite and not negative, "
+                + "the multiplier at least 1 and the jitter within 0...1"
+        }
+    }
+
+    /// The same as `description`.
+    public var errorDescription: String? { description }
+}
+
+// MARK: - retry
+
+/// Runs `body` until an attempt succeeds, at most `maxAttempts` times, waiting as `delay` says
+/// between attempts and retrying only the errors `shouldRetry` accepts. The returned promise is
+/// cancellable: cancelling it stops the attempt that is running and the wait in progress.
+///
+/// ```swift
+/// let feed = retry(
+///     maxAttempts: 5,
+///     delay: .exponential(initial: 0.1, multiplier: 2, maximum: 5, jitter: 0.1),
+///     if: { $0 is URLError }
+/// ) { attempt in
+///     URLSession.shared.dataTask(.promise, with: feedURL).validate()
+/// }
+/// feed.done { data, _ in show(data) }.catch { error in report(error) }
+///
+/// feed.cancel()   // the request running now is cancelled, no retry is started
+/// ```
+///
+/// **Outcome.** The promise is fulfilled with the first attempt's value that succeeds. It is
+/// rejected with an attempt's error when that attempt was the last one allowed, when
+/// `shouldRetry` returns `false` for it, or when it is a cancellation (`error.isCancelled`:
+/// cancellations are never retried). If `maxAttempts` is less than 1 or `delay` is not
+/// ``RetryDelay/isValid``, it is rejected with ``RetryConfigurationError`` and `body` never runs.
+///
+/// **Attempts.** `body` receives the attempt number, 1 for the first, and may return a `Promise`,
+/// a `Guarantee` or a ``CancellablePromise``; if it throws, the attempt failed with that error.
+/// Attempts never overlap: the next one starts only after the previous one failed and the wait
+/// has passed.
+///
+/// **Queues.** The first attempt runs synchronously on the calling thread, before `retry`
+/// returns. `shouldRetry` runs synchronously on the thread that rejected the attempt. Later
+/// attempts run on `queue` when one is given; with `nil` (the default) they run on the global
+/// queue whose timer ended the wait or, when there is no wait, on the thread that rejected the
+/// previous attempt (or on the thread still starting it, when it failed that soon). The
+/// returned promise settles on the thread that settled the last attempt (or cancelled it);
+/// handlers chained to it run where their `on:` says.
+///
+/// **Cancellation.** `cancel()` on the returned promise (or its chain) rejects it with
+/// `CancellablePromiseError.cancelled` at once and, before `cancel()` returns: cancels the
+/// running attempt — the whole chain of a `CancellablePromise` attempt, or the attached task
+/// of a `Promise` from a producer that attaches one (`after`, PromiseFoundation's URLSession
+/// and Process promises); a plain promise's work goes on and its result is ignored — and stops
+/// the wait's timer. No attempt starts afterwards, `shouldRetry` is not asked again, and
+/// `body`, `shouldRetry` and the timer are released. (An attempt whose body another thread was
+/// already calling when `cancel()` ran is cancelled as soon as that body returns.) If the
+/// returned promise is dropped without being cancelled, the retry runs to its end.
+///
+/// - Parameters:
+///   - maxAttempts: the most attempts to run, the first included; at least 1.
+///   - delay: how long to wait before each retry (``RetryDelay/immediately`` by default).
+///   - queue: where attempts after the first run; see "Queues" above.
+///   - shouldRetry: whether an attempt's error is worth another attempt (every error but a
+///     cancellation, by default).
+///   - body: starts attempt number `attempt` (1, 2, …) and returns its promise.
+public func retry<R: Thenable>(
+    maxAttempts: Int,
+    delay: RetryDelay = .immediately,
+    on queue: DispatchQueue? = nil,
+    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    _ body: @escaping (_ attempt: Int) throws -> R
+) -> CancellablePromise<R.T> {
+    retry(maxAttempts: maxAttempts, delay: delay, on: queue, if: shouldRetry, lifetimeProbe: nil, body)
+}
+
+/// `retry`, with `lifetimeProbe` held by the retry's machinery (its state, timer and attempt
+/// handlers) and released only when all of it is: tests observe with it that nothing outlives
+/// a cancelled or finished retry.
+package func retry<R: Thenable>(
+    maxAttempts: Int,
+    delay: RetryDelay = .immediately,
+    on queue: DispatchQueue? = nil,
+    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    lifetimeProbe: AnyObject?,
+    _ body: @escaping (_ attempt: Int) throws -> R
+) -> CancellablePromise<R.T> {
+    guard maxAttempts >= 1 else {
+        return CancellablePromise(error: RetryConfigurationError.invalidMaxAttempts(maxAttempts))
+    }
+    guard delay.isValid else {
+        return CancellablePromise(error: RetryConfigurationError.invalidDelay(delay))
+    }
+    let (promise, resolver) = Promise<R.T>.pending()
+    let machine = RetryMachine<R.T>(
+        maxAttempts: maxAttempts, delay: delay, queue: queue, resolver: resolver, shouldRetry: shouldRetry,
+        lifetimeProbe: lifetimeProbe
+    ) { attempt in
+        let returned = try body(attempt)
+        return (returned.asPromise(), stopFunction(of: returned))
+    }
+    let handle = RetryHandle(machine)
+    let output = CancellablePromise(using: promise, cancel: { handle.cancel() })
+    machine.runAttempts(from: 1)
+    return output
+}
+
+// MARK: - The machine
+
+/// How to stop an attempt's work: cancel a cancellable promise's chain, or the task a producer
+/// attached to a plain promise. `nil` when nothing can stop it.
+private func stopFunction<R: Thenable>(of attempt: R) -> (() -> Void)? {
+    if let cancellable = attempt as? CancellablePromise<R.T> {
+        let context = cancellable.cancelContext
+        return { context.cancel() }
+    }
+    // A guarantee cannot reject: stopping its task would leave it pending for good.
+    if attempt is Guarantee<R.T> { return nil }
+    guard let task = attempt.asPromise().attachedCancellation else { return nil }
+    return { task.cancel() }
+}
+
+/// The cancel side of a retry: what the result's cancel function holds. When the result can no
+/// longer be cancelled (it settled, or its last handle went away), the function and this handle
+/// are released, and the machine stops holding the running attempt's cancel function.
+private final class RetryHandle<T>: @unchecked Sendable {
+    // `@unchecked`: `machine` is immutable and internally synchronised.
+    private let machine: RetryMachine<T>
+
+    init(_ machine: RetryMachine<T>) {
+        self.machine = machine
+    }
+
+    func cancel() {
+        machine.cancel()
+    }
+
+    deinit {
+        machine.abandon()
+    }
+}
+
+private final class RetryMachine<T>: @unchecked Sendable {
+    // `@unchecked`: mutable state is in `state`, behind its lock; the rest is immutable.
+    typealias Body = RetryState<T>.Body
+    typealias Predicate = (Error) -> Bool
+
+    let maxAttempts: Int
+    let delay: RetryDelay
+    let queue: DispatchQueue?
+    private let state: Locked<RetryState<T>>
+    /// Released with the machine (see `retry(…lifetimeProbe:…)`).
+    private let lifetimeProbe: AnyObject?
+
+    init(
+        maxAttempts: Int, delay: RetryDelay, queue: DispatchQueue?, resolver: Resolver<T>,
+        shouldRetry: @escaping Predicate, lifetimeProbe: AnyObject?, body: @escaping Body
+    ) {
+        self.lifetimeProbe = lifetimeProbe
+        self.maxAttempts = maxAttempts
+        self.delay = delay
+        self.queue = queue
+        self.state = Locked(RetryState(resolver: resolver, body: body, shouldRetry: shouldRetry))
+    }
+
+    /// Runs attempt `first`, then, on this thread, every attempt that becomes due while an
+    /// attempt is being started here (an attempt that fails synchronously with no wait), so
+    /// that quick failures loop instead of recursing.
+    func runAttempts(from first: Int) {
+        var next: Int? = first
+        while let attempt = next {
+            guard let body = state.withLock({ $0.begin(attempt) }) else { return }
+            let returned: Promise<T>
+            let stop: (() -> Void)?
+            do {
+                (returned, stop) = try body(attempt)
+            } catch {
+                settled(attempt, .rejected(error))
+                next = state.withLock { $0.endStarting() }
+                continue
+            }
+            perform(state.withLock { $0.started(attempt, stop: stop) })
+            returned.pipe { [self] result in settled(attempt, result) }
+            next = state.withLock { $0.endStarting() }
+        }
+    }
+
+    private func settled(_ attempt: Int, _ result: Result<T>) {
+        perform(state.withLock { $0.settled(attempt, result, maxAttempts: maxAttempts) })
+    }
+
+    func cancel() {
+        perform(state.withLock { $0.cancel() })
+    }
+
+    func abandon() {
+        perform(state.withLock { $0.abandon() })
+    }
+
+    private func timerFired(_ attempt: Int) {
+        if let queue {
+            queue.async { self.runAttempts(from: attempt) }
+        } else {
+            runAttempts(from: attempt)
+        }
+    }
+
+    /// Runs what an event decided, outside the lock. Whatever `actions` holds (closures taken
+    /// from the state) is released when it goes out of scope, still outside the lock.
+    private func perform(_ actions: RetryActions<T>) {
+        if let settle = actions.settle {
+            settle.0.resolve(settle.1)
+        }
+        actions.stopAttempt?()
+        actions.stopTimer?.cancel()
+        if let decide = actions.decide {
+            let again = decide.shouldRetry(decide.error)
+            let wait = again ? delay.seconds(after: decide.attempt) : 0
+            perform(
+                state.withLock {
+                    $0.decided(decide.attempt, error: decide.error, retry: again, wait: wait, hasQueue: queue != nil)
+                })
+        }
+        switch actions.next {
+        case nil:
+            break
+        case .attempt(let attempt)?:
+            if let queue {
+                queue.async { self.runAttempts(from: attempt) }
+            } else {
+                runAttempts(from: attempt)
+            }
+        case .wait(let attempt, let seconds)?:
+            let timer = RetryTimer(seconds: seconds) { self.timerFired(attempt) }
+            perform(state.withLock { $0.timerStarted(timer, before: attempt) })
+        }
+    }
+}
+
+/// What to do once the machine's lock is released.
+private struct RetryActions<T> {
+    enum Next {
+        /// Start this attempt now.
+        case attempt(Int)
+        /// Start this attempt after a wait of so many seconds.
+        case wait(Int, TimeInterval)
+    }
+
+    /// Settle the result.
+    var settle: (Resolver<T>, Result<T>)?
+    /// Ask the predicate whether this attempt's error is worth a retry.
+    var decide: (attempt: Int, error: Error, shouldRetry: (Error) -> Bool)?
+    /// Stop the running attempt's work.
+    var stopAttempt: (() -> Void)?
+    /// Stop the wait.
+    var stopTimer: RetryTimer?
+    /// What comes next.
+    var next: Next?
+    /// Closures taken out of the state, released with the actions (outside the lock).
+    var released: [Any] = []
+}
+
+/// The state of one retry. Each event decides under the lock and returns the actions to run
+/// after it.
+private struct RetryState<T> {
+    /// Starts an attempt: its promise, and how to stop its work.
+    typealias Body = (_ attempt: Int) throws -> (promise: Promise<T>, stop: (() -> Void)?)
+
+    enum Phase: Equatable {
+        /// Attempt `n` is due: starts when it begins (now, after a queue hop, or when the
+        /// timer fires).
+        case due(Int)
+        /// Attempt `n` is running.
+        case running(Int)
+        /// Attempt `n` failed; the predicate is deciding whether to retry.
+        case deciding(Int)
+        /// Settled or cancelled: nothing happens any more.
+        case finished
+    }
+
+    var phase = Phase.due(1)
+    /// Released when finished.
+    var resolver: Resolver<T>?
+    var body: Body?
+    var shouldRetry: ((Error) -> Bool)?
+    /// Stops the running attempt; held only while the result can be cancelled.
+    var stopAttempt: (() -> Void)?
+    /// The wait in progress.
+    var timer: RetryTimer?
+    /// `false` once the result's last cancel handle went away: nothing can cancel any more.
+    var isCancellable = true
+    /// The result was cancelled.
+    var isCancelled = false
+    /// A thread is starting an attempt (between `begin` and `endStarting`).
+    var isStarting = false
+    /// An attempt that became due, with no wait, while a thread was starting one: that thread
+    /// starts it next.
+    var deferred: Int?
+
+    init(resolver: Resolver<T>, body: @escaping Body, shouldRetry: @escaping (Error) -> Bool) {
+        self.resolver = resolver
+        self.body = body
+        self.shouldRetry = shouldRetry
+    }
+
+    /// Attempt `attempt` is about to start: returns its body, or `nil` if it is no longer due
+    /// (cancelled, or started by another thread).
+    mutating func begin(_ attempt: Int) -> Body? {
+        guard phase == .due(attempt), let body else { return nil }
+        phase = .running(attempt)
+        isStarting = true
+        // The timer has fired (or is being overtaken): it is done with.
+        timer = nil
+        return body
+    }
+
+    /// The thread that started an attempt is done starting it: returns an attempt that became
+    /// due meanwhile, for that thread to start.
+    mutating func endStarting() -> Int? {
+        isStarting = false
+        defer { deferred = nil }
+        return deferred
+    }
+
+    /// Attempt `attempt`'s body returned; `stop` stops its work.
+    mutating func started(_ attempt: Int, stop: (() -> Void)?) -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        if isCancelled {
+            // Cancelled while the body ran: stop what it started.
+            actions.stopAttempt = stop
+        } else if phase == .running(attempt), isCancellable {
+            stopAttempt = stop
+        } else {
+            actions.released.append(stop as Any)
+        }
+        return actions
+    }
+
+    /// Attempt `attempt` settled with `result`.
+    mutating func settled(_ attempt: Int, _ result: Result<T>, maxAttempts: Int) -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        guard phase == .running(attempt) else { return actions }
+        actions.released.append(stopAttempt as Any)
+        stopAttempt = nil
+        switch result {
+        case .fulfilled:
+            finish(with: result, into: &actions)
+        case .rejected(let error):
+            if error.isCancelled || attempt >= maxAttempts {
+                finish(with: result, into: &actions)
+            } else if let shouldRetry {
+                phase = .deciding(attempt)
+                actions.decide = (attempt, error, shouldRetry)
+            }
+        }
+        return actions
+    }
+
+    /// The predicate answered for attempt `attempt`'s `error`; `wait` is the delay before the
+    /// next attempt.
+    mutating func decided(
+        _ attempt: Int, error: Error, retry: Bool, wait: TimeInterval, hasQueue: Bool
+    ) -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        guard phase == .deciding(attempt) else { return actions }
+        guard retry else {
+            finish(with: .rejected(error), into: &actions)
+            return actions
+        }
+        let next = attempt + 1
+        phase = .due(next)
+        if wait > 0 {
+            actions.next = .wait(next, wait)
+        } else if isStarting, !hasQueue {
+            // The thread starting an attempt right now starts this one after it.
+            deferred = next
+        } else {
+            actions.next = .attempt(next)
+        }
+        return actions
+    }
+
+    /// The timer of the wait before `attempt` was made (and armed).
+    mutating func timerStarted(_ timer: RetryTimer, before attempt: Int) -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        if phase == .due(attempt), self.timer == nil {
+            self.timer = timer
+        } else {
+            // Cancelled meanwhile (or it fired already): stop it.
+            actions.stopTimer = timer
+        }
+        return actions
+    }
+
+    /// The result was cancelled: stop everything, reject, release.
+    mutating func cancel() -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        guard phase != .finished else { return actions }
+        isCancelled = true
+        actions.stopAttempt = stopAttempt
+        stopAttempt = nil
+        actions.stopTimer = timer
+        timer = nil
+        finish(with: .rejected(CancellablePromiseError.cancelled), into: &actions)
+        return actions
+    }
+
+    /// The result can no longer be cancelled: stop holding the running attempt's cancel
+    /// function (it may hold the attempt's chain, which holds this retry).
+    mutating func abandon() -> RetryActions<T> {
+        var actions = RetryActions<T>()
+        isCancellable = false
+        actions.released.append(stopAttempt as Any)
+        stopAttempt = nil
+        return actions
+    }
+
+    private mutating func finish(with result: Result<T>, into actions: inout RetryActions<T>) {
+        phase = .finished
+        if let resolver { actions.settle = (resolver, result) }
+        resolver = nil
+        actions.released.append(body as Any)
+        actions.released.append(shouldRetry as Any)
+        body = nil
+        shouldRetry = nil
+        deferred = nil
+    }
+}
+
+// MARK: - Timer
+
+/// A one-shot timer on a global queue. It keeps itself alive until it fires or is cancelled;
+/// `cancel()` releases `fire` (and what it captures) at once, on the cancelling thread.
+private final class RetryTimer: @unchecked Sendable {
+    // `@unchecked`: `source` and `fire` are guarded by `lock`.
+    private let lock = NSLock()
+    private var source: DispatchSourceTimer?
+    private var fire: (@Sendable () -> Void)?
+
+    init(seconds: TimeInterval, fire: @escaping @Sendable () -> Void) {
+        let source = DispatchSource.makeTimerSource(queue: .global())
+        self.source = source
+        self.fire = fire
+        // The handler holds the timer (a cycle through the source) until `take()` breaks it.
+        source.setEventHandler { [self] in
+            guard let taken = take() else { return }
+            taken.source.cancel()
+            taken.fire()
+        }
+        source.schedule(deadline: Self.deadline(after: seconds))
+        source.activate()
+    }
+
+    /// Stops the timer if it has not fired, and releases `fire`.
+    func cancel() {
+        take()?.source.cancel()
+    }
+
+    private func take() -> (source: DispatchSourceTimer, fire: @Sendable () -> Void)? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let source, let fire else { return nil }
+        self.source = nil
+        self.fire = nil
+        return (source, fire)
+    }
+
+    private static func deadline(after seconds: TimeInterval) -> DispatchTime {
+        // About 31 years: beyond it, DispatchTime's nanosecond arithmetic would overflow.
+        guard seconds < 1e9 else { return .distantFuture }
+        return .now() + max(0, seconds)
+    }
+}

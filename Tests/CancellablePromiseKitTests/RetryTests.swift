@@ -1,0 +1,436 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import PromiseCore
+import XCTest
+
+// `retry(maxAttempts:delay:on:if:_:)`: attempts, delays, the predicate, bad input, and what
+// cancelling the result does to the running attempt and to a pending delay.
+
+/// A transient failure of attempt `attempt`.
+private struct Flaky: Error, Equatable {
+    let attempt: Int
+}
+
+/// A failure the predicate refuses to retry.
+private struct Fatal: Error, Equatable {}
+
+/// Attempts started by hand: each attempt is a pending promise the test settles.
+private final class Attempts<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var resolvers: [Resolver<T>] = []
+    private var numbers: [Int] = []
+    private var cancels = 0
+
+    /// The body of a retry whose attempts are cancellable promises.
+    func cancellable(_ attempt: Int) -> CancellablePromise<T> {
+        CancellablePromise<T> { resolver in
+            lock.withLock {
+                resolvers.append(resolver)
+                numbers.append(attempt)
+            }
+            return { self.lock.withLock { self.cancels += 1 } }
+        }
+    }
+
+    /// The body of a retry whose attempts are plain promises.
+    func plain(_ attempt: Int) -> Promise<T> {
+        let (promise, resolver) = Promise<T>.pending()
+        lock.withLock {
+            resolvers.append(resolver)
+            numbers.append(attempt)
+        }
+        return promise
+    }
+
+    var started: [Int] { lock.withLock { numbers } }
+    var cancelCount: Int { lock.withLock { cancels } }
+    func resolver(_ attempt: Int) -> Resolver<T> { lock.withLock { resolvers[attempt - 1] } }
+}
+
+final class RetryTests: XCTestCase {
+    // MARK: Outcomes
+
+    func testSucceedsOnTheThirdAttempt() {
+        let attempts = Attempts<String>()
+        let result = retry(maxAttempts: 5) { attempt in attempts.cancellable(attempt) }
+        XCTAssertEqual(attempts.started, [1], "the first attempt starts at once")
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        XCTAssertEqual(attempts.started, [1, 2], "no delay: the second attempt follows the first failure")
+        attempts.resolver(2).reject(Flaky(attempt: 2))
+        attempts.resolver(3).fulfill("third time lucky")
+        XCTAssertEqual(result.value, "third time lucky")
+        XCTAssertEqual(attempts.started, [1, 2, 3])
+        XCTAssertEqual(attempts.cancelCount, 0)
+    }
+
+    func testSucceedsOnTheThirdAttemptWithExponentialBackoff() {
+        let started = Locked<[DispatchTime]>([])
+        let done = expectation(description: "fulfilled")
+        let result = retry(
+            maxAttempts: 5, delay: .exponential(initial: 0.02, multiplier: 2, maximum: 1)
+        ) { attempt -> Promise<Int> in
+            started.withLock { $0.append(.now()) }
+            return attempt < 3 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
+        }
+        result.done(on: nil) { _ in done.fulfill() }.cauterize()
+        wait(for: [done], timeout: 5)
+        XCTAssertEqual(result.value, 3)
+        let times = started.withLock { $0 }
+        XCTAssertEqual(times.count, 3)
+        func milliseconds(_ a: DispatchTime, _ b: DispatchTime) -> Double {
+            Double(b.uptimeNanoseconds - a.uptimeNanoseconds) / 1e6
+        }
+        XCTAssertGreaterThanOrEqual(milliseconds(times[0], times[1]), 19, "waits ~20 ms after the 1st failure")
+        XCTAssertGreaterThanOrEqual(milliseconds(times[1], times[2]), 39, "waits ~40 ms after the 2nd failure")
+    }
+
+    func testGivesUpAfterMaxAttemptsWithTheLastError() {
+        let asked = Locked<[Int]>([])
+        let result = retry(
+            maxAttempts: 4,
+            if: { error in
+                asked.withLock { $0.append((error as? Flaky)?.attempt ?? -1) }
+                return true
+            }
+        ) { attempt -> Promise<Int> in
+            Promise(error: Flaky(attempt: attempt))
+        }
+        XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 4), "rejected with the last attempt's error")
+        XCTAssertEqual(asked.withLock { $0 }, [1, 2, 3], "not asked about the last attempt")
+    }
+
+    func testAThrowingBodyIsAFailedAttempt() {
+        var calls = 0
+        let result = retry(maxAttempts: 3) { attempt -> Promise<Int> in
+            calls += 1
+            if attempt < 3 { throw Flaky(attempt: attempt) }
+            return .value(42)
+        }
+        XCTAssertEqual(result.value, 42)
+        XCTAssertEqual(calls, 3)
+    }
+
+    func testAnErrorThePredicateRefusesIsNotRetried() {
+        let attempts = Attempts<Int>()
+        let result = retry(maxAttempts: 5, if: { $0 is Flaky }) { attempt in attempts.plain(attempt) }
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        attempts.resolver(2).reject(Fatal())
+        XCTAssertEqual(result.error as? Fatal, Fatal())
+        XCTAssertEqual(attempts.started, [1, 2])
+    }
+
+    func testACancellationIsNeverRetried() {
+        for cancellation in [CancellablePromiseError.cancelled as Error, URLError(.cancelled), PMKError.cancelled] {
+            var asked = false
+            var calls = 0
+            let result = retry(
+                maxAttempts: 5,
+                if: { _ in
+                    asked = true
+                    return true
+                }
+            ) { _ -> Promise<Int> in
+                calls += 1
+                return Promise(error: cancellation)
+            }
+            XCTAssertTrue(result.error?.isCancelled ?? false, "\(cancellation)")
+            XCTAssertEqual(calls, 1, "\(cancellation) is not retried")
+            XCTAssertFalse(asked, "the predicate is not asked about \(cancellation)")
+            XCTAssertFalse(result.isCancelled, "the retry itself was not cancelled")
+        }
+    }
+
+    func testAGuaranteeAttemptFulfils() {
+        let result = retry(maxAttempts: 2) { _ in Guarantee.value("fine") }
+        XCTAssertEqual(result.value, "fine")
+    }
+
+    // MARK: Bad input
+
+    func testFewerThanOneAttemptIsAClearErrorAndRunsNothing() {
+        for count in [0, -1, Int.min] {
+            var ran = false
+            let result = retry(maxAttempts: count) { _ -> Promise<Int> in
+                ran = true
+                return .value(1)
+            }
+            XCTAssertEqual(result.error as? RetryConfigurationError, .invalidMaxAttempts(count))
+            XCTAssertFalse(ran)
+        }
+    }
+
+    func testAnImpossibleDelayIsAClearErrorAndRunsNothing() {
+        let bad: [RetryDelay] = [
+            .fixed(-1), .fixed(.nan), .fixed(.infinity),
+            .exponential(initial: -0.1), .exponential(initial: .nan), .exponential(initial: 0.1, multiplier: 0.5),
+            .exponential(initial: 0.1, multiplier: -2), .exponential(initial: 0.1, maximum: -1),
+            .exponential(initial: 0.1, maximum: .nan), .exponential(initial: 0.1, jitter: -0.1),
+            .exponential(initial: 0.1, jitter: 1.5),
+        ]
+        for delay in bad {
+            XCTAssertFalse(delay.isValid, "\(delay)")
+            var ran = false
+            let result = retry(maxAttempts: 3, delay: delay) { _ -> Promise<Int> in
+                ran = true
+                return .value(1)
+            }
+            // (NaN is not equal to itself: compare the descriptions.)
+            guard case .invalidDelay(let reported)? = result.error as? RetryConfigurationError else {
+                XCTFail("\(delay): rejected with \(String(describing: result.error))")
+                continue
+            }
+            XCTAssertEqual(reported.description, delay.description)
+            XCTAssertFalse(ran, "\(delay)")
+            XCTAssertFalse("\(result.error!)".isEmpty)
+        }
+        XCTAssertTrue(RetryDelay.exponential(initial: 0, multiplier: 1, maximum: .infinity, jitter: 1).isValid)
+        XCTAssertTrue(RetryDelay.fixed(0).isValid)
+    }
+
+    // MARK: Delay policy
+
+    func testExponentialDelaysGrowUpToTheCap() {
+        let delay = RetryDelay.exponential(initial: 0.1, multiplier: 2, maximum: 0.5)
+        let waits = (1...6).map { delay.seconds(after: $0) }
+        for (wait, expected) in zip(waits, [0.1, 0.2, 0.4, 0.5, 0.5, 0.5]) {
+            XCTAssertEqual(wait, expected, accuracy: 1e-12)
+        }
+        XCTAssertEqual(RetryDelay.fixed(0.3).seconds(after: 7), 0.3)
+        XCTAssertEqual(RetryDelay.immediately.seconds(after: 1), 0)
+        XCTAssertEqual(RetryDelay.exponential(initial: 1).seconds(after: 10_000), .infinity, "no cap: unbounded")
+    }
+
+    func testJitterStaysWithinItsSpreadAndUnderTheCap() {
+        let delay = RetryDelay.exponential(initial: 0.1, multiplier: 2, maximum: 0.5, jitter: 0.2)
+        var low = Double.infinity
+        var high = 0.0
+        for _ in 0..<2_000 {
+            let wait = delay.seconds(after: 2)  // 0.2 ± 20%
+            low = min(low, wait)
+            high = max(high, wait)
+            XCTAssertLessThanOrEqual(delay.seconds(after: 5), 0.5, "never above the cap")
+        }
+        XCTAssertGreaterThanOrEqual(low, 0.16 - 1e-12)
+        XCTAssertLessThanOrEqual(high, 0.24 + 1e-12)
+        XCTAssertLessThan(low, 0.19, "the jitter spreads the waits")
+        XCTAssertGreaterThan(high, 0.21, "the jitter spreads the waits")
+    }
+
+    // MARK: Cancellation
+
+    func testCancelDuringAnAttemptCancelsItAndStartsNoOther() {
+        let attempts = Attempts<Int>()
+        weak var machinery: DeinitProbe?
+        let released = expectation(description: "machinery released")
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe { released.fulfill() }
+            machinery = probe
+            result = retry(maxAttempts: 5, lifetimeProbe: probe) { attempt in attempts.cancellable(attempt) }
+        }
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        XCTAssertEqual(attempts.started, [1, 2])
+
+        result!.cancel()
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled, "rejected before cancel() returns")
+        XCTAssertEqual(attempts.cancelCount, 1, "the running attempt's cancel closure ran once")
+        XCTAssertNil(machinery, "nothing of the retry is left")
+        wait(for: [released], timeout: 1)
+
+        // The attempt's own outcome, coming late, changes nothing and starts nothing.
+        attempts.resolver(2).reject(Flaky(attempt: 2))
+        XCTAssertEqual(attempts.started, [1, 2])
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancelDuringAnAttemptStopsAPlainPromisesAttachedTask() {
+        let backend = FakeBackend()
+        var count = 0
+        let result = retry(maxAttempts: 3) { _ -> Promise<Int> in
+            count += 1
+            return backend.start("attempt \(count)")
+        }
+        result.cancel()
+        XCTAssertEqual(backend.task("attempt 1", Int.self).cancelCount.value, 1)
+        XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(count, 1, "its rejection (FakeTaskCancelled) is not retried")
+    }
+
+    func testCancelDuringADelayStopsTheTimerAndStartsNoOtherAttempt() {
+        let attempts = Attempts<Int>()
+        let secondAttempt = expectation(description: "a second attempt")
+        secondAttempt.isInverted = true
+        weak var machinery: DeinitProbe?
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            result = retry(maxAttempts: 5, delay: .fixed(0.2), lifetimeProbe: probe) { attempt in
+                if attempt > 1 { secondAttempt.fulfill() }
+                return attempts.cancellable(attempt)
+            }
+        }
+        // Rejecting on this thread decides and arms the timer before `reject` returns.
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        XCTAssertNotNil(machinery, "the timer holds the retry while it waits")
+
+        result!.cancel()
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+        XCTAssertNil(machinery, "the timer was stopped and released everything at once")
+        wait(for: [secondAttempt], timeout: 0.4)
+        XCTAssertEqual(attempts.started, [1])
+        XCTAssertEqual(attempts.cancelCount, 0, "the failed attempt had settled: nothing to cancel")
+    }
+
+    func testCancelWhileTheBodyRunsCancelsWhatItReturns() {
+        let (first, firstResolver) = Promise<Int>.pending()
+        let cancelled = Counter()
+        let second = CancellablePromise<Int> { _ in { cancelled.increment() } }
+        var result: CancellablePromise<Int>?
+        result = retry(maxAttempts: 3) { attempt -> CancellablePromise<Int> in
+            if attempt == 1 { return first.cancellize() }
+            result?.cancel()  // cancelled while this body runs
+            return second
+        }
+        firstResolver.reject(Flaky(attempt: 1))
+        XCTAssertEqual(cancelled.value, 1, "what the body returned is cancelled once it has returned")
+        XCTAssertTrue(second.isCancelled)
+        XCTAssertEqual(result?.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancelDuringThePredicateStartsNoOtherAttempt() {
+        let attempts = Attempts<Int>()
+        var result: CancellablePromise<Int>?
+        result = retry(
+            maxAttempts: 5,
+            if: { _ in
+                result?.cancel()
+                return true
+            }
+        ) { attempt in attempts.cancellable(attempt) }
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        XCTAssertEqual(attempts.started, [1])
+        XCTAssertEqual(result?.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancellingTheChainAfterTheRetryCancelsTheRetry() {
+        let attempts = Attempts<Int>()
+        let tail = retry(maxAttempts: 3) { attempt in attempts.cancellable(attempt) }.map(on: nil) { $0 + 1 }
+        tail.cancel()
+        XCTAssertEqual(attempts.cancelCount, 1)
+        XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
+    }
+
+    // MARK: Queues
+
+    func testLaterAttemptsRunOnTheGivenQueue() {
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "retry-attempts")
+        queue.setSpecific(key: key, value: "retry-attempts")
+        let onQueue = Locked<[Bool]>([])
+        let done = expectation(description: "fulfilled")
+        retry(maxAttempts: 3, on: queue) { attempt -> Promise<Int> in
+            onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: key) != nil) }
+            return attempt < 3 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
+        }.done(on: nil) { _ in done.fulfill() }.cauterize()
+        wait(for: [done], timeout: 5)
+        XCTAssertEqual(
+            onQueue.withLock { $0 }, [false, true, true], "the first runs in `retry`, the others on the queue")
+    }
+
+    // MARK: Lifetime
+
+    func testAnAbandonedRetryRunsToItsEnd() {
+        let attempts = Attempts<Int>()
+        weak var machinery: DeinitProbe?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            _ = retry(maxAttempts: 3, lifetimeProbe: probe) { attempt in attempts.cancellable(attempt) }
+        }
+        XCTAssertNotNil(machinery, "the running attempt keeps the retry going")
+        attempts.resolver(1).reject(Flaky(attempt: 1))
+        XCTAssertEqual(attempts.started, [1, 2], "it goes on retrying with nobody holding the result")
+        attempts.resolver(2).fulfill(7)
+        XCTAssertNil(machinery, "released once finished")
+        XCTAssertEqual(attempts.cancelCount, 0)
+    }
+
+    func testAnAbandonedRetryWhoseAttemptCanNeverSettleIsFreed() {
+        weak var machinery: DeinitProbe?
+        weak var attempt: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            _ = retry(maxAttempts: 3, lifetimeProbe: probe) { _ -> CancellablePromise<Int> in
+                // The resolver is dropped: nothing can ever settle this attempt.
+                let running = CancellablePromise<Int> { _ in {} }
+                attempt = running
+                return running
+            }
+        }
+        XCTAssertNil(attempt, "no cycle keeps the abandoned attempt")
+        XCTAssertNil(machinery, "no cycle keeps the abandoned retry")
+    }
+
+    func testAFinishedRetryHoldsNothing() {
+        weak var machinery: DeinitProbe?
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            result = retry(maxAttempts: 3, lifetimeProbe: probe) { attempt -> Promise<Int> in
+                attempt < 2 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
+            }
+        }
+        XCTAssertEqual(result?.value, 2)
+        XCTAssertNil(machinery)
+    }
+
+    func testManySynchronousFailuresLoopWithoutRecursing() {
+        var calls = 0
+        let result = retry(maxAttempts: 50_000) { attempt -> Promise<Int> in
+            calls += 1
+            throw Flaky(attempt: attempt)
+        }
+        XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 50_000))
+        XCTAssertEqual(calls, 50_000)
+    }
+
+    // MARK: Threads
+
+    func testCancelRacingFailuresFromOtherThreadsSettlesOnceAndStopsEveryLaterAttempt() {
+        runWithoutDeadlock(timeout: 60) {
+            for _ in 0..<1_000 {
+                let attempts = Attempts<Int>()
+                let settled = Counter()
+                let cancelReturned = Flag()
+                let startedAfterCancel = Counter()
+                let result = retry(maxAttempts: 50) { attempt -> CancellablePromise<Int> in
+                    if cancelReturned.value { startedAfterCancel.increment() }
+                    return attempts.cancellable(attempt)
+                }
+                result.pipe { _ in settled.increment() }
+                let group = DispatchGroup()
+                DispatchQueue.global().async(group: group) {
+                    for attempt in 1...10 {
+                        guard attempts.started.count >= attempt else { break }
+                        attempts.resolver(attempt).reject(Flaky(attempt: attempt))
+                    }
+                }
+                DispatchQueue.global().async(group: group) {
+                    result.cancel()
+                    cancelReturned.raise()
+                }
+                group.wait()
+                XCTAssertEqual(settled.value, 1)
+                XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
+                XCTAssertLessThanOrEqual(startedAfterCancel.value, 1, "at most one start already under way")
+                if startedAfterCancel.value == 1 {
+                    XCTAssertEqual(attempts.cancelCount, 1, "a start under way is cancelled once its body returns")
+                }
+            }
+        }
+    }
+}

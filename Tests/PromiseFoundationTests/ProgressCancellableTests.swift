@@ -1,0 +1,194 @@
+import Foundation
+import PromiseFoundation
+import XCTest
+
+/// `Progress` as a `Cancellable`, and `bind(to:)` between a cancellable chain and a progress.
+/// `Progress` calls its cancellation handler on a queue of its own, so tests that cancel the
+/// progress wait for what the handler causes.
+final class ProgressCancellableTests: XCTestCase {
+    // MARK: Cancellable
+
+    func testABagCancelsTheProgressItHolds() {
+        let progress = Progress(totalUnitCount: 10)
+        var bag: CancelBag? = CancelBag()
+        progress.store(in: bag!)
+        XCTAssertFalse(progress.isCancelled)
+        bag = nil  // the owner went away
+        XCTAssertTrue(progress.isCancelled)
+
+        let other = Progress(totalUnitCount: 10)
+        let kept = CancelBag()
+        other.store(in: kept)
+        kept.cancelAll()
+        XCTAssertTrue(other.isCancelled)
+    }
+
+    func testABagHoldsAProgressWeakly() {
+        let bag = CancelBag()
+        weak var released: Progress?
+        do {
+            let progress = Progress(totalUnitCount: 1)
+            released = progress
+            progress.store(in: bag)
+        }
+        XCTAssertNil(released)
+        bag.cancelAll()
+    }
+
+    func testATokenCancelsARegisteredProgress() {
+        let request = CancellationRequest()
+        let progress = Progress(totalUnitCount: 1)
+        request.token.register(progress)
+        request.cancel()
+        XCTAssertTrue(progress.isCancelled)
+    }
+
+    // MARK: Progress → chain
+
+    func testCancellingTheProgressCancelsTheChain() {
+        let progress = Progress(totalUnitCount: 100)
+        let stopped = expectation(description: "the task's cancel closure ran")
+        let task = CancellablePromise<Int> { _ in { stopped.fulfill() } }
+        let observed = expectation(description: "the chain saw the cancellation")
+        let tail = task.bind(to: progress).map(on: nil) { $0 * 2 }
+        tail.catch(on: nil, policy: .allErrors) { error in
+            XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
+            observed.fulfill()
+        }
+        XCTAssertTrue(progress.isCancellable)
+
+        progress.cancel()  // what a Cancel button bound to the progress does
+        wait(for: [stopped, observed], timeout: 5)
+        XCTAssertTrue(task.isCancelled)
+        XCTAssertTrue(tail.isCancelled)
+    }
+
+    func testTheProgressesOwnCancellationHandlerStillRuns() {
+        let progress = Progress(totalUnitCount: 1)
+        let ownHandler = expectation(description: "the handler set before binding")
+        progress.cancellationHandler = { ownHandler.fulfill() }
+        let observed = expectation(description: "the chain was cancelled")
+        CancellablePromise<Int> { _ in {} }.bind(to: progress).catch(on: nil, policy: .allErrors) { _ in
+            observed.fulfill()
+        }
+        progress.cancel()
+        wait(for: [ownHandler, observed], timeout: 5, enforceOrder: true)
+    }
+
+    func testCancellingAParentProgressCancelsTheChain() {
+        let parent = Progress(totalUnitCount: 2)
+        let child = Progress(totalUnitCount: 1, parent: parent, pendingUnitCount: 1)
+        let observed = expectation(description: "the chain was cancelled")
+        CancellablePromise<Int> { _ in {} }.bind(to: child).catch(on: nil, policy: .allErrors) { _ in
+            observed.fulfill()
+        }
+        parent.cancel()
+        wait(for: [observed], timeout: 5)
+    }
+
+    func testAnAlreadyCancelledProgressCancelsTheChainAtOnce() {
+        let progress = Progress(totalUnitCount: 1)
+        progress.cancel()
+        var stopped = 0
+        let task = CancellablePromise<Int> { _ in { stopped += 1 } }
+        task.bind(to: progress)
+        XCTAssertEqual(stopped, 1, "cancelled synchronously, on this thread")
+        XCTAssertEqual(task.error as? CancellablePromiseError, .cancelled)
+    }
+
+    // MARK: Chain → progress
+
+    func testCancellingTheChainCancelsTheProgress() {
+        let progress = Progress(totalUnitCount: 100)
+        let (task, _) = CancellablePromise<Int>.pending()
+        let tail = task.bind(to: progress).map(on: nil) { $0 + 1 }.done(on: nil) { _ in }
+        XCTAssertFalse(progress.isCancelled)
+        tail.cancel()  // any member of the chain
+        XCTAssertTrue(progress.isCancelled, "cancelled synchronously, before cancel() returns")
+    }
+
+    func testATimeoutOfTheChainCancelsTheProgress() {
+        let progress = Progress(totalUnitCount: 1)
+        let (task, _) = CancellablePromise<Int>.pending()
+        let timedOut = expectation(description: "timed out")
+        task.bind(to: progress).timeout(seconds: 0.01).catch(on: nil) { error in
+            XCTAssertTrue(error is PromiseTimeoutError)
+            timedOut.fulfill()
+        }
+        wait(for: [timedOut], timeout: 5)
+        XCTAssertTrue(progress.isCancelled, "the timeout cancelled the source chain, and so the progress")
+    }
+
+    func testAChainThatFulfilsOrFailsLeavesTheProgressAlone() {
+        struct Failure: Error {}
+        let fulfilled = Progress(totalUnitCount: 1)
+        let (good, goodResolver) = CancellablePromise<Int>.pending()
+        good.bind(to: fulfilled)
+        goodResolver.fulfill(1)
+        XCTAssertFalse(fulfilled.isCancelled)
+
+        let failed = Progress(totalUnitCount: 1)
+        let (bad, badResolver) = CancellablePromise<Int>.pending()
+        bad.bind(to: failed)
+        badResolver.reject(Failure())
+        XCTAssertFalse(failed.isCancelled)
+    }
+
+    // MARK: Lifetime
+
+    func testOnceTheChainSettledTheProgressNeitherHoldsNorCancelsIt() {
+        let progress = Progress(totalUnitCount: 1)
+        weak var droppedContext: CancelContext?
+        do {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            promise.bind(to: progress)
+            resolver.fulfill(1)
+            droppedContext = promise.cancelContext
+        }
+        XCTAssertNil(droppedContext, "the progress let the settled chain go")
+
+        let (kept, keptResolver) = CancellablePromise<Int>.pending()
+        kept.bind(to: progress)
+        keptResolver.fulfill(2)
+
+        // A chain bound later runs its handler after the earlier bindings': once it has seen the
+        // cancellation, theirs have run, and did nothing.
+        let (later, _) = CancellablePromise<Int>.pending()
+        let observed = expectation(description: "the later chain was cancelled")
+        later.bind(to: progress).catch(on: nil, policy: .allErrors) { _ in observed.fulfill() }
+        progress.cancel()
+        wait(for: [observed], timeout: 5)
+        XCTAssertFalse(kept.isCancelled)
+        XCTAssertEqual(kept.value, 2)
+    }
+
+    func testADroppedProgressAndItsChainAreFreedTogether() {
+        weak var progressRef: Progress?
+        weak var contextRef: CancelContext?
+        do {
+            let progress = Progress(totalUnitCount: 1)
+            progressRef = progress
+            // Nothing can settle this task (its resolver is dropped); only the progress can
+            // cancel it.
+            let task = CancellablePromise<Int> { _ in {} }
+            contextRef = task.cancelContext
+            task.bind(to: progress)
+        }
+        XCTAssertNil(progressRef)
+        XCTAssertNil(contextRef)
+    }
+
+    func testTheProgressKeepsTheChainCancellable() {
+        weak var contextRef: CancelContext?
+        let progress = Progress(totalUnitCount: 1)
+        let stopped = expectation(description: "stopped through the progress")
+        do {
+            let task = CancellablePromise<Int> { _ in { stopped.fulfill() } }
+            contextRef = task.cancelContext
+            task.bind(to: progress)
+        }
+        XCTAssertNotNil(contextRef, "held by the progress's handler while pending")
+        progress.cancel()
+        wait(for: [stopped], timeout: 5)
+    }
+}
