@@ -214,10 +214,10 @@ struct CancelState {
         case .cancelled(let error, _):
             entry.target = target
             if entry.isObserver || entry.upstream != nil {
-                // A step added to a cancelled chain: its upstream promise has settled or will
-                // settle rejected, and passes the cancellation on to it (`step` rejects at once a
-                // step whose upstream fulfilled before the cancellation). A body that already
-                // ran has its returned chain cancelled.
+                // A step added to a cancelled chain: its upstream promise passes the
+                // cancellation on to it, or, if it fulfilled, the step's body finds the chain
+                // cancelled before starting (`PromiseAttachment.errorBeforeBody`) and rejects.
+                // A body that already ran has its returned chain cancelled.
                 entry.index = CancelEntry.done
                 if let link = entry.link {
                     entry.link = nil
