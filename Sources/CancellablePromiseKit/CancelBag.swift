@@ -153,7 +153,8 @@ public final class CancelBag: Sendable {
 
     /// Holds `context` until `promise` settles.
     func store<T>(_ context: CancelContext, until promise: Promise<T>) {
-        guard promise.isPendingLocked else { return }
+        // Not checked here whether `promise` has settled: a settled item is swept out later and
+        // never cancelled, and storing stays one lock.
         insert(.chain(context, until: promise))
     }
 
