@@ -910,6 +910,13 @@ public final class CancelContext: Sendable {
         storage.cancel(with: error, at: CancelSite(file: file, line: line))
     }
 
+    /// ``cancel(with:file:line:)`` without a call site, for code that names the method
+    /// exactly (a protocol requirement, a function reference).
+    @_disfavoredOverload
+    public func cancel(with error: Error) {
+        storage.cancel(with: error, at: .library)
+    }
+
     /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
     @_disfavoredOverload
     public func cancel() {

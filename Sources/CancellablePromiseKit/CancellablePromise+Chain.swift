@@ -336,6 +336,13 @@ public final class CancellableFinalizer: Sendable {
         cancelContext.cancel(with: error, file: file, line: line)
     }
 
+    /// ``cancel(with:file:line:)`` without a call site, for code that names the method
+    /// exactly (a protocol requirement, a function reference).
+    @_disfavoredOverload
+    public func cancel(with error: Error) {
+        cancelContext.storage.cancel(with: error, at: .library)
+    }
+
     /// `true` once the chain was cancelled.
     public var isCancelled: Bool { cancelContext.isCancelled }
 

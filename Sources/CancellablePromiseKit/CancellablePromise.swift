@@ -166,6 +166,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         cancelContext.cancel(with: error, file: file, line: line)
     }
 
+    /// ``cancel(with:file:line:)`` without a call site, for code that names the method
+    /// exactly (a protocol requirement, a function reference).
+    @_disfavoredOverload
+    public func cancel(with error: Error) {
+        cancelContext.storage.cancel(with: error, at: .library)
+    }
+
     /// `true` once cancellation was requested for this promise or its chain, whether or not it
     /// was still pending (as `Task.isCancelled`).
     public var isCancelled: Bool { cancelContext.isCancelled }

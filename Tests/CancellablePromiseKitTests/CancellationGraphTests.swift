@@ -307,6 +307,19 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertTrue(tasks[1].isCancelled, "a rejection cancels the inputs still pending")
     }
 
+    func testAbandonedRaceOfUnsettleableInputsIsFreed() {
+        weak var weakInput: Promise<Int>?
+        do {
+            // Resolvers dropped: nothing can settle the inputs; without autoCancel nothing
+            // holds them either.
+            let a = CancellablePromise<Int>.pending().promise
+            let b = CancellablePromise<Int>.pending().promise
+            weakInput = a.promise
+            _ = race([a, b])
+        }
+        XCTAssertNil(weakInput)
+    }
+
     func testSettledAutoCancelRaceHoldsNothing() {
         weak var weakLoser: Promise<Int>?
         let (winner, resolver) = CancellablePromise<Int>.pending()

@@ -81,10 +81,12 @@ final class Seed002ExampleTests: XCTestCase {
     func testIntroExampleCompactMapRejectsUndecodableImage() {
         let backend = FakeBackend()
         let screen = IntroScreen(backend: backend)
-        _ = introExample(screen, autoCancel: true)
+        // The screen keeps the finalizer (to cancel on leaving), as the example does.
+        let finalizer = introExample(screen, autoCancel: true)
         backend.task("data \(url.absoluteString)", (data: Data, response: String).self)
             .succeed((Data(), "200"))
         waitUntil { !screen.alerts.isEmpty }
+        withExtendedLifetime(finalizer) {}
         guard case .compactMap? = screen.alerts[0] as? PMKError else {
             return XCTFail("expected PMKError.compactMap, got \(screen.alerts[0])")
         }
