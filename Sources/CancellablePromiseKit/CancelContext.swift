@@ -78,12 +78,20 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     /// Scratch for `CancelState.cancel`: whether the entry waits behind an observer.
     @exclusivity(unchecked) var waitsBehindObserver: Bool?
 
+    /// Set as its promise's attachment when the promise was made (a chain step), so listing it
+    /// needs no attachment swap.
+    @usableFromInline let isAttachedAtCreation: Bool
+
     @usableFromInline
-    init(home: CancelStorage, upstream: CancelEntry?, isObserver: Bool, cancel: (() -> Void)?) {
+    init(
+        home: CancelStorage, upstream: CancelEntry?, isObserver: Bool, cancel: (() -> Void)?,
+        attachedAtCreation: Bool = false
+    ) {
         self.home = home
         self.upstream = upstream
         self.isObserver = isObserver
         self.cancelBody = cancel
+        self.isAttachedAtCreation = attachedAtCreation
     }
 
     /// The promise settled: leave the chain, releasing the cancel closure.
@@ -789,6 +797,12 @@ final class CancelStorage: @unchecked Sendable {
     /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
     /// if the promise has settled or the chain was cancelled.
     @usableFromInline func add(_ entry: CancelEntry, for promise: any CancelTarget) {
+        if entry.isAttachedAtCreation {
+            // A step that settled meanwhile has already told its entry (now done): `list`
+            // releases it instead of listing it.
+            withRoot { state, actions in state.list(entry, target: promise, into: &actions) }
+            return
+        }
         let (attached, previous) = promise.replaceAttachment(with: entry)
         guard attached else {
             // Settled already: nothing to cancel; the closure is released uncalled.

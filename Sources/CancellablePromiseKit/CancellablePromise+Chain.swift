@@ -10,8 +10,10 @@ import PromiseCore
 extension CancellablePromise {
     /// An entry for a step that follows this promise in the chain.
     @inlinable
-    func nextEntry(isObserver: Bool = false) -> CancelEntry {
-        CancelEntry(home: cancelContext.storage, upstream: entry, isObserver: isObserver, cancel: nil)
+    func nextEntry(isObserver: Bool = false, attachedAtCreation: Bool = false) -> CancelEntry {
+        CancelEntry(
+            home: cancelContext.storage, upstream: entry, isObserver: isObserver, cancel: nil,
+            attachedAtCreation: attachedAtCreation)
     }
 
     /// Wraps a step of this chain.
@@ -28,7 +30,7 @@ extension CancellablePromise {
     /// link what the body returns.
     @inlinable
     func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
-        let entry = nextEntry()
+        let entry = nextEntry(attachedAtCreation: true)
         return chained(make(entry), entry: entry)
     }
 
@@ -36,7 +38,7 @@ extension CancellablePromise {
     /// it; it runs its body with the cancellation error and passes the cancellation on, so the
     /// steps after it settle in chain order. `make` receives the observer's entry.
     func observer(_ make: (CancelEntry) -> Promise<T>) -> CancellablePromise<T> {
-        let entry = nextEntry(isObserver: true)
+        let entry = nextEntry(isObserver: true, attachedAtCreation: true)
         return chained(make(entry), entry: entry)
     }
 
@@ -143,7 +145,7 @@ extension CancellablePromise {
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 body(result)
                 return .result(entry.passOn(result))
             }
@@ -209,7 +211,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 body()
                 return .result(entry.passOn(result))
             }
@@ -224,7 +226,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
             }
         }
@@ -239,7 +241,7 @@ extension CancellablePromise {
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
             }
         }
