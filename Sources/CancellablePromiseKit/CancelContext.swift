@@ -293,6 +293,7 @@ struct CancelState {
     /// indexes): rejects every pending promise that does not wait behind an observer; the others
     /// settle when the observer ahead of them passes the cancellation on.
     private static func cancelMembers(_ taken: MemberList, with error: any Error, into actions: inout CancelActions) {
+        actions.reserveRejections(taken.count)
         taken.forEach { markWaitingBehindObserver($0) }
         taken.forEach { entry in
             if entry.waitsBehindObserver == true {
@@ -523,6 +524,12 @@ struct CancelActions {
 
     mutating func release(_ link: CancelLink) {
         drop(.init(cancelBody: nil, link: link, target: nil))
+    }
+
+    /// Makes room for `count` rejections at once (a chain's worth), instead of growing the list
+    /// one reallocation at a time.
+    mutating func reserveRejections(_ count: Int) {
+        if count > 1 { released.reserveCapacity(released.count + count) }
     }
 
     private mutating func drop(_ released: CancelEntry.Released) {
@@ -844,7 +851,7 @@ final class CancelStorage: @unchecked Sendable {
             current.lock()
             storage = current.state.releaseHandle(into: &actions)
             current.unlock()
-            actions.run()
+            if !actions.isEmpty { actions.run() }
         }
     }
 

@@ -51,7 +51,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// Makes `promise` a member of `context`, the first of its chain (no upstream step);
     /// `cancel` stops its task.
-    @usableFromInline
+    @inlinable
     convenience init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
         self.init(
             member: promise, context: context,

@@ -1,6 +1,6 @@
 // Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
 //   PromiseProfile <workload> [iterations]
-// Workloads: create_fulfil, done_fulfil, map_chain, when_pending, race_pending,
+// Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
 // cancel_create_cancel, cancel_chain_tail, race_autocancel.
 
 import CancellablePromiseKit
@@ -34,6 +34,12 @@ case "map_chain":
     let (head, resolver) = Promise<Int>.pending()
     var tail = head
     for _ in 0..<iterations { tail = tail.map(on: nil) { $0 &+ 1 } }
+    resolver.fulfill(0)
+    precondition(tail.value == iterations)
+case "then_chain":
+    let (head, resolver) = Promise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.then(on: nil) { Promise.value($0 &+ 1) } }
     resolver.fulfill(0)
     precondition(tail.value == iterations)
 case "when_pending":
