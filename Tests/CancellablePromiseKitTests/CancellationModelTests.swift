@@ -95,7 +95,8 @@ enum Rule: Int, CaseIterable, Comparable {
             "isCancelled is true on every handle of a cancelled chain once cancel() returned, on any thread, "
                 + "and never goes back to false; a chain nothing cancelled says false."
         case .noStepBodyAfterCancel:
-            "No then/map/get/done/recover body starts after the cancel() that covered it returned."
+            "No then/map/get/done/recover body starts after the cancel() that covered it returned, unless "
+                + "it was already starting then (released by an event that began before, its parent settled before)."
         case .observersOnceInOrder:
             "ensure/tap/catch bodies run exactly once, in chain order; an observer passes the cancellation "
                 + "on only after its body ran."
@@ -143,8 +144,9 @@ enum Rule: Int, CaseIterable, Comparable {
             "A settled chain holds nothing: a settled task's cancel closure and a settled step's body are "
                 + "released, and once the test lets go every promise, context and capture is freed."
         case .abandonedWorkIsFreed:
-            "When nothing can settle or cancel a chain any more, everything it holds is freed (no cycle keeps "
-                + "abandoned work alive)."
+            "When nothing can settle or cancel a chain any more, everything it holds is freed: no cycle keeps "
+                + "abandoned work alive but a pending autoCancel combinator's (it holds its inputs' chains until it "
+                + "settles) or one the test's closures made."
         case .everythingFreedAtEnd:
             "After every task settled or was cancelled and the test dropped its handles, every object of the "
                 + "round is freed."
@@ -526,6 +528,11 @@ struct PlanIndex {
     let cancelsInnerChain: [ChainID?]
     /// For an autoCancel combinator, the chains of its inputs.
     let cancelsInputChains: [[ChainID]]
+    /// For an autoCancel combinator that cancels its losers when it settles (race,
+    /// race(fulfilled:), when(fulfilled:)), its inputs: it holds their chains' handles until it
+    /// settles, even when nothing holds its result. (With when(resolved:) only the result's cancel
+    /// closure holds them, released with the result's chain's last cancel handle.)
+    let inputsHeldUntilSettled: [[NodeID]]
     let ancestors: [[NodeID]]
     let wrappers: [NodeID]
     let tasksOfChain: [[TaskID]]
@@ -583,6 +590,12 @@ struct PlanIndex {
         cancelsInputChains = plan.nodes.map {
             if case .combinator(_, let inputs, true) = $0.kind { return inputs.map { plan.chain($0) } }
             return []
+        }
+        inputsHeldUntilSettled = plan.nodes.map {
+            guard case .combinator(let combinator, let inputs, true) = $0.kind, combinator != .whenResolved else {
+                return []
+            }
+            return Array(Set(inputs)).sorted()
         }
         self.ancestors = plan.nodes.indices.map { plan.ancestors(of: $0) }
         self.wrappers = wrappers
@@ -850,6 +863,8 @@ final class RoundLog: @unchecked Sendable {
         var bodyStartedAt = 0
         var bodyEndedAt = 0
         var bodyInput: Outcome?
+        /// The event running on the thread the body started on: the one that released it.
+        var bodyTrigger: Int?
         var cancelPromise: Outcome?
         var cancelPromiseSettleCount = 0
     }
@@ -886,6 +901,8 @@ final class RoundLog: @unchecked Sendable {
     private var cleanupResolvedAt: [Int]
     private var events: [EventRecord] = []
     private var reads: [CancelledRead] = []
+    /// The event each thread is running (bodies run on the thread that released them).
+    private var running: [ObjectIdentifier: Int] = [:]
 
     init(_ plan: GraphPlan) {
         nodes = Array(repeating: NodeRecord(), count: plan.nodes.count)
@@ -897,6 +914,26 @@ final class RoundLog: @unchecked Sendable {
     func tick() -> Int {
         lock.withLock {
             clock += 1
+            return clock
+        }
+    }
+
+    /// Stamps the start of event `number` on this thread.
+    func begin(event number: Int) -> Int {
+        let thread = ObjectIdentifier(Thread.current)
+        return lock.withLock {
+            clock += 1
+            running[thread] = number
+            return clock
+        }
+    }
+
+    /// Stamps the end of the event running on this thread.
+    func end() -> Int {
+        let thread = ObjectIdentifier(Thread.current)
+        return lock.withLock {
+            clock += 1
+            running[thread] = nil
             return clock
         }
     }
@@ -913,8 +950,10 @@ final class RoundLog: @unchecked Sendable {
     }
 
     func bodyStarted(_ node: NodeID, input: Outcome? = nil) {
+        let thread = ObjectIdentifier(Thread.current)
         lock.withLock {
             clock += 1
+            nodes[node].bodyTrigger = running[thread]
             nodes[node].bodyRuns += 1
             nodes[node].bodyStartedAt = clock
             nodes[node].bodyInput = input
@@ -1264,9 +1303,9 @@ final class World: @unchecked Sendable {
     /// Performs `event` and stamps it; returns whether its subject was there.
     @discardableResult
     func run(_ event: Event, number: Int, thread: Int) -> Bool {
-        let start = log.tick()
+        let start = log.begin(event: number)
         let performed = perform(event)
-        let end = log.tick()
+        let end = log.end()
         log.record(RoundLog.EventRecord(event: number, thread: thread, start: start, end: end, performed: performed))
         return performed
     }
@@ -2009,9 +2048,9 @@ final class CancellationModel {
             if let inner = index.cancelsInnerChain[node], cancelPromise[node].contains(nil) {
                 edges.append((chain, inner))
             }
-            for input in index.cancelsInputChains[node] {
-                edges.append((chain, input))
-                possible[input] = true  // another input may settle and cancel it
+            for input in index.cancelsInputChains[node] { edges.append((chain, input)) }
+            for input in index.inputsHeldUntilSettled[node] where outcome[input] == nil {
+                certain[plan.chain(input)] = true  // it holds its pending inputs' handles until it settles
             }
         }
         Self.spread(&certain, along: edges)
@@ -2044,6 +2083,131 @@ final class CancellationModel {
             case .certain: break
             }
             decide(.cancelPromise(wrapper), .wrapperCancelPromise)
+        }
+    }
+}
+
+// MARK: - What reference cycles keep alive
+
+/// What may stay alive in a component the test holds nothing of any more (nothing can settle it:
+/// no resolver, no cleanup; nothing outside can cancel it): what is on a cycle of references,
+/// and what such a cycle reaches. Everything else must have been freed.
+///
+/// The references are those the rules imply, worked out from what the log says happened
+/// (created, settled, ran), so they hold in any round, whatever the threads did:
+/// - a `CancellablePromise` holds its chain's handle and its promise;
+/// - a chain with a handle lists its pending promises: their entries hold the promises, the
+///   pending tasks' cancel closures, the chain a pending `then` waits on (a link), a pending
+///   wrapper's cancel closure (which holds its cancelPromise) and link to the inner chain it
+///   returned, and the inputs of a pending combinator with autoCancel (its cancel closure);
+/// - a pending promise holds its handlers: what depends on it (with the bodies that have not
+///   run) and the steps waiting on it;
+/// - a race, race(fulfilled:) or when(fulfilled:) with autoCancel holds its inputs' chains'
+///   handles until it settles (to cancel the losers then), even when nothing holds its result;
+/// - a `then` body that has not run holds the promise it will return (a handle of its chain);
+/// - a wrapper's pending cancelPromise holds the inner promise it cancels with
+///   `when(_:while:autoCancel:)` until that settles; a cancel closure that rejects its task holds
+///   the task's resolver.
+///
+/// Two cycles come out of these: a pending autoCancel combinator whose inputs can never settle
+/// (it holds their chains, their pending promises hold it), which the rules document; and a
+/// `then` body that holds a promise its own step waits on, upstream, which can never settle (the
+/// test's closure captured it: no library can free that). A combinator that settled, or never
+/// had autoCancel, is on no cycle.
+struct KeptByCycles {
+    private enum Vertex: Hashable {
+        /// The `CancellablePromise` (or finalizer) of a node.
+        case promise(NodeID)
+        /// The promise underneath it.
+        case underlying(NodeID)
+        /// A handle of the chain: its context, with the storage listing its pending entries.
+        case context(ChainID)
+        case body(NodeID)
+        case closure(TaskID)
+        case cancelPromise(NodeID)
+        /// The inputs a combinator with autoCancel holds.
+        case inputs(NodeID)
+    }
+
+    private let kept: Set<Vertex>
+
+    init(plan: GraphPlan, index: PlanIndex, observed: RoundLog.Snapshot, component: Int) {
+        var edges: [Vertex: [Vertex]] = [:]
+        func edge(_ from: Vertex, _ to: Vertex) { edges[from, default: []].append(to) }
+        func isPending(_ node: NodeID) -> Bool {
+            let record = observed.nodes[node]
+            guard record.created else { return false }
+            return plan.hasOutcome[node] ? record.settleCount == 0 : record.bodyRuns == 0
+        }
+        /// The promise a pending `then` whose body ran waits on.
+        func waitedOn(by node: NodeID) -> NodeID? {
+            guard isPending(node), observed.nodes[node].bodyRuns > 0, case .then(_, let target) = plan.kind(node)
+            else { return nil }
+            switch target {
+            case .promise(let promise): return promise
+            case .lazyTask(let task): return plan.tasks[task].node
+            }
+        }
+        for node in index.nodesOfComponent[component] where observed.nodes[node].created {
+            let chain = plan.chain(node)
+            edge(.promise(node), .context(chain))
+            edge(.promise(node), .underlying(node))
+            guard isPending(node) else { continue }
+            edge(.context(chain), .underlying(node))
+            if let returned = waitedOn(by: node), isPending(returned) {
+                edge(.context(chain), .context(plan.chain(returned)))
+            }
+            switch plan.kind(node) {
+            case .task(let task):
+                edge(.context(chain), .closure(task))
+                if plan.tasks[task].closureRejectsToo { edge(.closure(task), .underlying(node)) }
+            case .then(_, .promise(let target)) where observed.nodes[node].bodyRuns == 0:
+                edge(.body(node), .promise(target))
+            case .wrapper(let inner, let style):
+                edge(.context(chain), .cancelPromise(node))
+                let innerNode = plan.tasks[inner].node
+                guard isPending(innerNode) else { break }
+                switch style {
+                case .returnsInner: edge(.context(chain), .context(plan.chain(innerNode)))
+                case .whileAutoCancel: edge(.cancelPromise(node), .promise(innerNode))
+                case .whilePlain: break
+                }
+            case .combinator(let combinator, let inputs, true):
+                edge(.context(chain), .inputs(node))
+                if combinator != .whenResolved { edge(.underlying(node), .inputs(node)) }
+                for input in inputs { edge(.inputs(node), .context(plan.chain(input))) }
+            default:
+                break
+            }
+            for dependent in index.dependents[node] {
+                edge(.underlying(node), .underlying(dependent))
+                if plan.parentOf[dependent] == node { edge(.underlying(node), .body(dependent)) }
+            }
+            for step in index.stepsReturning[node] where waitedOn(by: step) == node {
+                edge(.underlying(node), .underlying(step))
+            }
+        }
+        func reach(from starts: [Vertex]) -> Set<Vertex> {
+            var seen: Set<Vertex> = []
+            var stack = starts
+            while let vertex = stack.popLast() {
+                if seen.insert(vertex).inserted { stack += edges[vertex] ?? [] }
+            }
+            return seen
+        }
+        let onCycles = edges.keys.filter { reach(from: edges[$0]!).contains($0) }
+        kept = reach(from: onCycles)
+    }
+
+    /// Whether the object may still be alive.
+    func keeps(_ object: World.TrackedObject) -> Bool {
+        switch object {
+        case .promise(let node): return kept.contains(.promise(node))
+        case .combinedResult: return false
+        case .cancelPromise(let node): return kept.contains(.cancelPromise(node))
+        case .context(let chain): return kept.contains(.context(chain))
+        case .cancelClosure(let task): return kept.contains(.closure(task))
+        case .body(let node): return kept.contains(.body(node))
         }
     }
 }
@@ -2210,7 +2374,10 @@ final class RoundChecker {
         for component in components where !released.contains(component) && !world.holdsAnything(inComponent: component)
         {
             released.insert(component)
-            let live = world.liveObjects(inComponent: component)
+            var live = world.liveObjects(inComponent: component)
+            guard !live.isEmpty else { continue }
+            let kept = KeptByCycles(plan: plan, index: index, observed: observed, component: component)
+            live.removeAll { kept.keeps($0) }
             guard !live.isEmpty else { continue }
             let settled = index.nodesOfComponent[component].allSatisfy { node in
                 !observed.nodes[node].created
@@ -2306,21 +2473,42 @@ final class RoundChecker {
 
     /// No step body of a chain starts after a `cancel()` of that chain returned, and `isCancelled`
     /// read after it returned says `true`.
+    ///
+    /// The library decides that a body may start just before calling it (under a lock, then calls
+    /// it), so a body whose start was decided before the `cancel()` returned may enter the user's
+    /// closure after it returned: it was already running when the chain was cancelled. That
+    /// decision is taken by the handler of the body's parent, on the thread that settled the
+    /// parent, after the parent's settlement was logged (the log's handler attached first): so
+    /// it can only come before the `cancel()` returned if the event that released the body (on
+    /// the thread the body started on) began before it, and the parent settled before it. Any
+    /// other body starting after the `cancel()` returned is flagged.
     private func checkNothingAfterCancel(_ observed: RoundLog.Snapshot, events: [Event]) {
         var cancelledAt: [ChainID: Int] = [:]
-        for record in observed.events where record.performed {
-            guard case .cancel(let handle, _) = events[record.event] else { continue }
+        var startOf: [Int: Int] = [:]
+        for record in observed.events {
+            startOf[record.event] = record.start
+            guard record.performed, case .cancel(let handle, _) = events[record.event] else { continue }
             let chain = plan.chain(of: handle)
             cancelledAt[chain] = min(cancelledAt[chain] ?? .max, record.end)
         }
         for (chain, end) in cancelledAt {
             for node in plan.chains[chain].nodes where plan.isStep[node] {
                 let record = observed.nodes[node]
-                if record.bodyRuns > 0, record.bodyStartedAt > end {
+                guard record.bodyRuns > 0, record.bodyStartedAt > end else { continue }
+                let parentSettled = plan.parentOf[node].map { observed.nodes[$0].settledAt } ?? 0
+                guard let trigger = record.bodyTrigger, let released = startOf[trigger] else {
                     fail(
                         .noStepBodyAfterCancel,
-                        "the body of n\(node) (\(plan.describe(node))) started after cancel() of c\(chain) returned")
+                        "the body of n\(node) (\(plan.describe(node))) started after cancel() of c\(chain) returned, "
+                            + "outside any event")
+                    continue
                 }
+                if released < end, parentSettled > 0, parentSettled < end { continue }
+                fail(
+                    .noStepBodyAfterCancel,
+                    "the body of n\(node) (\(plan.describe(node))) started at \(record.bodyStartedAt), after cancel() "
+                        + "of c\(chain) returned at \(end); event \(trigger) (\(events[trigger])) released it, begun at "
+                        + "\(released), its parent settled at \(parentSettled)")
             }
         }
         for read in observed.reads where !read.value {
