@@ -49,6 +49,8 @@ public final class CancelBag: Sendable {
     private enum Item {
         /// A chain's handle, until `promise` settles.
         case chain(CancelContext, until: any CancelTarget)
+        /// A chain's handle, until the promise listed as `entry` settles.
+        case member(CancelContext, CancelEntry)
         case context(CancelContext)
         case request(CancellationRequest)
         case task(TaskEntry)
@@ -58,6 +60,7 @@ public final class CancelBag: Sendable {
         func cancel() {
             switch self {
             case .chain(let context, let promise): if promise.isPendingLocked { context.cancel() }
+            case .member(let context, let entry): context.storage.cancel(ifListed: entry)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
             case .task(let entry): entry.cancel()
@@ -69,6 +72,7 @@ public final class CancelBag: Sendable {
         var isDone: Bool {
             switch self {
             case .chain(_, let promise): return !promise.isPendingLocked
+            case .member(_, let entry): return !entry.home.isListed(entry)
             case .context: return false
             case .request(let request): return request.token.isCompleted
             case .task(let entry): return entry.isFinished
@@ -162,6 +166,11 @@ public final class CancelBag: Sendable {
         insert(.context(context))
     }
 
+    /// Holds `context` until the promise listed as `entry` settles.
+    func store(_ context: CancelContext, until entry: CancelEntry) {
+        insert(.member(context, entry))
+    }
+
     func store(_ request: CancellationRequest) {
         insert(.request(request))
     }
@@ -218,7 +227,7 @@ extension CancellablePromise {
     /// download(url).done { data in self.show(data) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(cancelContext, until: promise)
+        bag.store(cancelContext, until: entry)
     }
 }
 

@@ -792,6 +792,16 @@ final class CancelStorage: @unchecked Sendable {
         return state
     }
 
+    /// Cancels the chain if `entry` is still listed (its promise pending): one lock for the
+    /// check and the cancellation (what a `CancelBag` does for a stored promise).
+    func cancel(ifListed entry: CancelEntry) {
+        withRoot { state, actions in
+            guard entry.index >= 0 else { return }
+            actions.linkSite = .library
+            _ = state.cancel(with: boxedCancellation, at: .library, into: &actions)
+        }
+    }
+
     /// Cancels `entry` alone (not its chain); see `CancelState.cancelAlone`.
     func cancelAlone(_ entry: CancelEntry, excluding excluded: CancelStorage? = nil) {
         withRoot { state, actions in

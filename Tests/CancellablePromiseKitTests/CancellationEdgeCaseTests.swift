@@ -81,7 +81,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
         let cancelled = CancelContext()
         cancelled.cancel()
         let (head, resolver) = CancellablePromise<Int>.pending()
-        let queue = DispatchQueue(label: "review.ensure")
+        let queue = DispatchQueue(label: "edge.ensure")
         queue.suspend()
         let log = Log()
         let ensured = head.ensure(on: queue) { log.append("ensure") }
@@ -127,7 +127,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
     /// step was listed before the cancel (and is rejected by it) or it was made after it (and
     /// `step` rejects it at once).
     func testStepMadeConcurrentlyWithCancelNeverRunsItsBodyAfterwards() {
-        let queue = DispatchQueue(label: "review.step")
+        let queue = DispatchQueue(label: "edge.step")
         queue.suspend()
         let ran = Counter()
         var steps: [CancellablePromise<Int>] = []
@@ -164,7 +164,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
     /// unrejected ("it settles when the observer passes the cancellation on"), the observer
     /// fulfils, and the step's body runs after `cancel()` returned.
     func testStepAfterObserverNeverRunsItsBodyAfterCancelReturned() {
-        let queue = DispatchQueue(label: "review.observer")
+        let queue = DispatchQueue(label: "edge.observer")
         queue.suspend()
         let ran = Counter()
         var steps: [CancellablePromise<Int>] = []
