@@ -726,43 +726,32 @@ final class CancelStorage: @unchecked Sendable {
 
     // MARK: Events
 
-    @usableFromInline var cancelledError: (any Error)? {
+    /// Reads the root's state with its lock held.
+    @inline(__always)
+    private func readRoot<R>(_ body: (borrowing CancelState) -> R) -> R {
         let root = lockRoot()
-        let error = root.state.cancelledError
-        root.unlock()
-        return error
+        defer { root.unlock() }
+        return body(root.state)
+    }
+
+    @usableFromInline var cancelledError: (any Error)? {
+        readRoot { $0.cancelledError }
     }
 
     /// The error `entry`'s step must reject with instead of starting its body: its chain's
     /// cancellation, or its own (an `autoCancel` loser), if any.
     func errorBeforeBody(of entry: CancelEntry) -> (any Error)? {
-        let root = lockRoot()
-        let error = entry.cancelledAlone ? boxedCancellation : root.state.cancelledError
-        root.unlock()
-        return error
+        readRoot { entry.cancelledAlone ? boxedCancellation : $0.cancelledError }
     }
 
-    var memberCount: Int {
-        let root = lockRoot()
-        let count = root.state.memberCount
-        root.unlock()
-        return count
-    }
+    var memberCount: Int { readRoot { $0.memberCount } }
 
     /// Whether `entry` is listed (its promise pending and not cancelled).
     func isListed(_ entry: CancelEntry) -> Bool {
-        let root = lockRoot()
-        let listed = entry.index >= 0
-        root.unlock()
-        return listed
+        readRoot { _ in entry.index >= 0 }
     }
 
-    var memberCapacity: Int {
-        let root = lockRoot()
-        let capacity = root.state.memberCapacity
-        root.unlock()
-        return capacity
-    }
+    var memberCapacity: Int { readRoot { $0.memberCapacity } }
 
     func isSameChain(as other: CancelStorage) -> Bool {
         root === other.root
@@ -786,10 +775,7 @@ final class CancelStorage: @unchecked Sendable {
     /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
     /// the number of pending promises listed.
     var debugState: (error: (any Error)?, site: CancelSite?, pending: Int) {
-        let root = lockRoot()
-        let state = (root.state.cancelledError, root.state.cancelSite, root.state.memberCount)
-        root.unlock()
-        return state
+        readRoot { ($0.cancelledError, $0.cancelSite, $0.memberCount) }
     }
 
     /// Cancels the chain if `entry` is still listed (its promise pending): one lock for the
