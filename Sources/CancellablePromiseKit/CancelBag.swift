@@ -38,8 +38,8 @@ import PromiseCore
 ///   so the bag never keeps finished work alive.
 ///
 /// Items whose work is over are dropped as the bag grows (when it holds twice as many items as
-/// after the previous sweep) and whenever ``count`` is read, so a long-lived bag stays about as
-/// large as what is still running; a settled item is never cancelled.
+/// after the previous sweep, and at least 1,024) and whenever ``count`` is read, so a long-lived
+/// bag stays about as large as what is still running; a settled item is never cancelled.
 ///
 /// `cancelAll()` and the bag's `deinit` cancel every entry still held, synchronously on the
 /// calling thread (cancelled chains run their `on: nil` handlers there), outside the bag's lock.
@@ -85,9 +85,11 @@ public final class CancelBag: Sendable {
         var isCancelled = false
         var items: [Item] = []
         /// Item count at which finished items are swept out: twice the count left by the last
-        /// sweep, so sweeping costs O(1) amortised per item and the bag holds at most about
-        /// twice what is still running.
-        var sweepAt = 16
+        /// sweep (at least `minimumSweep`), so sweeping costs O(1) amortised per item and the
+        /// bag holds at most about twice what is still running, or `minimumSweep` items.
+        var sweepAt = State.minimumSweep
+        /// Below this many items a bag never sweeps while storing: a sweep checks every item.
+        static let minimumSweep = 1_024
 
         /// Stores `item`; `false` if the bag was cancelled (the caller cancels the item after
         /// the lock). Returns what a sweep dropped, to release after the lock.
@@ -106,7 +108,7 @@ public final class CancelBag: Sendable {
                 if item.isDone { dropped.append(item) } else { kept.append(item) }
             }
             items = kept
-            sweepAt = max(16, kept.count * 2)
+            sweepAt = max(State.minimumSweep, kept.count * 2)
             return dropped
         }
 
@@ -145,6 +147,9 @@ public final class CancelBag: Sendable {
         _ = swept  // released outside the lock
         return count
     }
+
+    /// The number of items held, finished or not, without sweeping (for tests).
+    var storedCount: Int { state.withLock { $0.items.count } }
 
     // MARK: Storing
 
