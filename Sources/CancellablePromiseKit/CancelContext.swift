@@ -107,7 +107,7 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
             // link to its own handle would keep the chain cancellable for ever.
             guard cancellable.promise.isPendingLocked, !cancellable.cancelContext.storage.isSameChain(as: home)
             else { return }
-            home.link(self, .context(cancellable.cancelContext))
+            home.link(self, .chain(cancellable.cancelContext))
         } else if !(next is Guarantee<U.T>) {
             let promise = next.asPromise()
             if let task = promise.attachedCancellation {
@@ -137,8 +137,6 @@ enum CancelLink {
     case task(() -> Void)
     /// Several of them.
     indirect case both(CancelLink, CancelLink)
-
-    static func context(_ context: CancelContext) -> CancelLink { .chain(context) }
 
     /// Adds `other` to `link`.
     static func adding(_ other: CancelLink, to link: CancelLink?) -> CancelLink {
@@ -505,9 +503,7 @@ struct CancelActions {
             unblocked.attachment = entry.earlier
             entry.earlier = nil
         }
-        if let body {
-            if singleCall == nil { singleCall = body } else { calls.append(body) }
-        }
+        if let body { call(body) }
         if let link { follow(link, error: error) }
         if single == nil { single = unblocked } else { released.append(unblocked) }
     }

@@ -549,20 +549,11 @@ import Foundation
     /// `true` while pending; takes the promise's lock.
     var isPendingLocked: Bool { get }
 
-    /// Whether the promise is known to have been fulfilled: settled without an error.
-    var isFulfilledLocked: Bool { get }
-
     /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
     func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
 }
 
 extension Promise: CancelTarget {
-    @usableFromInline package final var isFulfilledLocked: Bool {
-        lock()
-        defer { unlock() }
-        return isSettled && settledError == nil
-    }
-
     @usableFromInline package final func rejectForCancel(_ error: any Error) -> Unblocked {
         settle(rejected: error)
     }

@@ -24,13 +24,11 @@ final class CancellationEdgeCaseTests: XCTestCase {
         var value: Value? { lock.withLock { stored } }
     }
 
-    // MARK: - Sequence helpers skip `step`
+    // MARK: - Sequence helpers
 
-    /// `map` on a fulfilled promise of a cancelled chain is rejected without running its body
-    /// (`step`), but `mapValues`, `compactMapValues`, `flatMapValues`, `filterValues` and
-    /// `firstValue(where:)` are built with `chained`: their entry is listed into the cancelled
-    /// chain as "a step whose upstream will pass the cancellation on" (it never will: it is
-    /// fulfilled), so the body runs after `cancel()` returned and the step fulfils.
+    /// The sequence helpers that take a body (`mapValues`, `compactMapValues`,
+    /// `flatMapValues`, `filterValues`, `firstValue(where:)`) follow the rule of `map`: made on
+    /// a cancelled chain whose promise fulfilled, they reject without running their body.
     func testSequenceHelpersDoNotRunTheirBodiesOnACancelledChain() {
         let (head, resolver) = CancellablePromise<[Int]>.pending()
         resolver.fulfill([1, 2, 3])
@@ -68,15 +66,10 @@ final class CancellationEdgeCaseTests: XCTestCase {
         XCTAssertEqual(firstValue.error as? CancellablePromiseError, .cancelled)
     }
 
-    // MARK: - autoCancel combinators keep abandoned inputs alive
+    // MARK: - Joining into a cancelled chain
 
-    // MARK: - Joining into a cancelled chain ignores observers
-
-    /// Detail 19: a handler downstream of an observer runs after the observer's body. Cancelling
-    /// the chain respects that (`markWaitingBehindObserver`), but joining an active chain into a
-    /// cancelled context (`cancellize(cancelContext:)`, "the joined chain is cancelled") goes
-    /// through `CancelState.absorb`, which rejects every moved member directly, observers
-    /// included: the `catch` after `ensure` runs before the `ensure` body.
+    /// Joining a chain into a cancelled context cancels it in chain order, as `cancel()` does:
+    /// the `catch` after an `ensure` runs after the `ensure` body.
     func testJoiningIntoACancelledContextSettlesInChainOrder() {
         let cancelled = CancelContext()
         cancelled.cancel()
@@ -117,15 +110,11 @@ final class CancellationEdgeCaseTests: XCTestCase {
         resolver.fulfill(1)
     }
 
-    // MARK: - Races with cancel() that run a step body after cancel() returned
+    // MARK: - Steps made or settling while cancel() runs
 
-    /// `step` checks for a cancellation, makes the step, then lists its entry. A `cancel()`
-    /// in between finds nothing to reject, and `CancelState.list` on the cancelled chain
-    /// assumes the upstream "will settle rejected" — but it fulfilled before the cancellation,
-    /// so the body (queued on `queue`) runs after `cancel()` returned and the step fulfils.
-    /// With `queue` suspended until both threads are done, no body may ever run: either the
-    /// step was listed before the cancel (and is rejected by it) or it was made after it (and
-    /// `step` rejects it at once).
+    /// A step made on one thread while another cancels the chain never runs its queued body:
+    /// with `queue` suspended until both threads are done, the step was either rejected by the
+    /// cancellation or finds the chain cancelled when its body is about to start.
     func testStepMadeConcurrentlyWithCancelNeverRunsItsBodyAfterwards() {
         let queue = DispatchQueue(label: "edge.step")
         queue.suspend()
@@ -158,11 +147,9 @@ final class CancellationEdgeCaseTests: XCTestCase {
         XCTAssertEqual(fulfilled, 0, "steps of cancelled chains fulfilled")
     }
 
-    /// `markWaitingBehindObserver` treats a listed observer as "not run yet". An observer that
-    /// has just passed its result on (`passOn` saw no cancellation) and settled, but whose entry
-    /// is not unlisted yet, is still listed: `cancel()` then leaves the step after it
-    /// unrejected ("it settles when the observer passes the cancellation on"), the observer
-    /// fulfils, and the step's body runs after `cancel()` returned.
+    /// A step after an observer, when the observer settles while another thread cancels the
+    /// chain, never runs its queued body: either the observer passes the cancellation on, or
+    /// the step finds the chain cancelled when its body is about to start.
     func testStepAfterObserverNeverRunsItsBodyAfterCancelReturned() {
         let queue = DispatchQueue(label: "edge.observer")
         queue.suspend()
@@ -189,14 +176,12 @@ final class CancellationEdgeCaseTests: XCTestCase {
         XCTAssertEqual(fulfilled, 0, "steps of cancelled chains fulfilled")
     }
 
-    // MARK: - autoCancel cancels the winner's chain through a loser's link
+    // MARK: - autoCancel and a loser linked to the winner
 
-    /// Detail 8/17: the input that settled a combinator is never cancelled (its `isCancelled`
-    /// stays false), nor anything the winner's value depends on. A loser whose `then` body
-    /// returned the winner is linked to the winner's chain; when the winner settles, the race
-    /// (registered on the winner first) cancels the loser's chain before the loser's step has
-    /// followed the winner, and the cancellation follows the loser's link into the winner's
-    /// chain: the winner reports `isCancelled` and its pending downstream step is rejected.
+    /// The input that settled a combinator is never cancelled, nor anything the winner's value
+    /// depends on: a loser whose `then` body returned the winner is cancelled without its link
+    /// reaching back into the winner's chain (the winner's `isCancelled` stays false and the
+    /// step after it fulfils).
     func testAutoCancelDoesNotCancelTheWinnersChainThroughALosersLink() {
         let (winner, winnerResolver) = CancellablePromise<Int>.pending()
         let (other, otherResolver) = CancellablePromise<Int>.pending()
@@ -211,13 +196,11 @@ final class CancellationEdgeCaseTests: XCTestCase {
         XCTAssertEqual(next.value, 2, "a step after the winner was cancelled by autoCancel: \(next)")
     }
 
-    // MARK: - A link to the step's own chain keeps the chain's handle alive
+    // MARK: - A body returning a promise of its own chain
 
-    /// Detail 14: with no cancel handle left, a chain's cancel closures are released uncalled.
-    /// A `then` body that returns a promise of the same chain (chains joined with a shared
-    /// context) links the step to its own context: storage → entry → link → CancelContext →
-    /// storage, so the last handle never goes away while the step waits and the task's cancel
-    /// closure (and everything it captures) is kept although nothing can cancel the chain.
+    /// With no cancel handle left, a chain's cancel closures are released uncalled, also when a
+    /// `then` body returned a promise of the same chain (a link to its own context would keep
+    /// the chain's handle alive).
     func testThenReturningAPromiseOfItsOwnChainDoesNotKeepTheChainCancellable() {
         let released = Counter()
         weak var weakContext: CancelContext?
@@ -239,11 +222,10 @@ final class CancellationEdgeCaseTests: XCTestCase {
         XCTAssertEqual(released.value, 1)
     }
 
-    // MARK: - when(_:while:) keeps a registration per call on a long-lived cancelPromise
+    // MARK: - when(_:while:) on a long-lived cancelPromise
 
-    /// Detail 20: `when(_:while:)`'s `cancelPromise` keeps only live registrations. Each call
-    /// adds a `pipe` handler to `cancelPromise` holding its output promise (and value) until
-    /// `cancelPromise` settles, even when the awaited promise settled long ago.
+    /// A long-lived `cancelPromise` keeps only live registrations: a `when(_:while:)` result
+    /// whose promise settled leaves it, with its value.
     func testWhenWhileDoesNotAccumulateSettledRegistrationsOnALongLivedCancelPromise() {
         let (cancelPromise, cancelResolver) = Promise<Void>.pending()
         weak var weakOutput: Promise<Int>?

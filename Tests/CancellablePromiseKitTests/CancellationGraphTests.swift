@@ -120,7 +120,12 @@ final class CancellationGraphTests: XCTestCase {
 
     // MARK: Links last only while waiting
 
-    func testSharedPromiseDoesNotJoinTheChainsThatReturnedIt() {
+    /// Two chains, `a` and `b`, whose `then` bodies returned one shared cancellable promise
+    /// and now wait on it.
+    private func chainsWaitingOnASharedPromise() -> (
+        shared: FakeTask<Int>, sharedPromise: CancellablePromise<Int>, b: CancellablePromise<Int>,
+        chainA: CancellablePromise<Int>, chainB: CancellablePromise<Int>
+    ) {
         let shared = FakeTask<Int>()
         let sharedPromise = shared.promise.cancellize()
         let (a, aResolver) = CancellablePromise<Int>.pending()
@@ -129,6 +134,11 @@ final class CancellationGraphTests: XCTestCase {
         let chainB = b.then(on: nil) { _ in sharedPromise }
         aResolver.fulfill(1)
         bResolver.fulfill(2)
+        return (shared, sharedPromise, b, chainA, chainB)
+    }
+
+    func testSharedPromiseDoesNotJoinTheChainsThatReturnedIt() {
+        let (shared, sharedPromise, _, chainA, chainB) = chainsWaitingOnASharedPromise()
         shared.succeed(3)
         XCTAssertEqual(chainA.value, 3)
         XCTAssertEqual(chainB.value, 3)
@@ -144,16 +154,9 @@ final class CancellationGraphTests: XCTestCase {
     }
 
     func testCancellingOneChainWaitingOnASharedPromiseRejectsTheOtherWithoutCancellingIt() {
-        let shared = FakeTask<Int>()
-        let sharedPromise = shared.promise.cancellize()
-        let (a, aResolver) = CancellablePromise<Int>.pending()
-        let (b, bResolver) = CancellablePromise<Int>.pending()
+        let (shared, _, b, chainA, chainB) = chainsWaitingOnASharedPromise()
         let other = FakeTask<Int>()
         let otherPromise = other.promise.cancellize(cancelContext: b.cancelContext)
-        let chainA = a.then(on: nil) { _ in sharedPromise }
-        let chainB = b.then(on: nil) { _ in sharedPromise }
-        aResolver.fulfill(1)
-        bResolver.fulfill(2)
         chainA.cancel()
         XCTAssertTrue(shared.isCancelled, "the promise A waits on is cancelled with A")
         XCTAssertEqual(chainB.error as? CancellablePromiseError, .cancelled, "its rejection flows down B")
