@@ -241,13 +241,24 @@ struct CancelState {
         }
     }
 
-    /// The entry's promise settled: unlist it and release what it held.
-    mutating func unlist(_ entry: CancelEntry, into actions: inout CancelActions) {
+    /// Lists `entry` if that is all there is to do (an active chain, the entry not settled yet):
+    /// the common case of `list`, decided without recording actions. `false` leaves everything
+    /// as it was, for `list`.
+    mutating func listIfActive(_ entry: CancelEntry, target: any CancelTarget) -> Bool {
+        guard case .active = phase, entry.index != CancelEntry.done else { return false }
+        entry.target = target
+        members.append(entry)
+        return true
+    }
+
+    /// The entry's promise settled: unlist it. Returns what it held, to release after the lock,
+    /// and the earlier attachment of its promise, to notify after the lock.
+    mutating func unlist(_ entry: CancelEntry) -> (CancelEntry.Released, (any PromiseAttachment)?) {
         if entry.index >= 0 { members.remove(entry) }
         entry.index = CancelEntry.done
-        actions.release(entry.takeAll())
-        actions.notify(entry.earlier)
+        let earlier = entry.earlier
         entry.earlier = nil
+        return (entry.takeAll(), earlier)
     }
 
     /// Records a link of a step whose body returned a pending cancellable promise.
@@ -799,7 +810,15 @@ final class CancelStorage: @unchecked Sendable {
         if entry.isAttachedAtCreation {
             // A step that settled meanwhile has already told its entry (now done): `list`
             // releases it instead of listing it.
-            withRoot { state, actions in state.list(entry, target: promise, into: &actions) }
+            let root = lockRoot()
+            if root.state.listIfActive(entry, target: promise) {
+                root.unlock()
+                return
+            }
+            var actions = CancelActions()
+            root.state.list(entry, target: promise, into: &actions)
+            root.unlock()
+            if !actions.isEmpty { CancelStorage.finish(&actions) }
             return
         }
         let (attached, previous) = promise.replaceAttachment(with: entry)
@@ -811,22 +830,39 @@ final class CancelStorage: @unchecked Sendable {
             }
             return
         }
-        withRoot { state, actions in
-            if !(previous is PromiseCancellation), previous !== entry {
-                entry.earlier = previous
-                if entry.index == CancelEntry.done {
-                    actions.notify(previous)
-                    entry.earlier = nil
-                }
-            }
-            state.list(entry, target: promise, into: &actions)
+        let root = lockRoot()
+        if !(previous is PromiseCancellation), previous !== entry {
+            entry.earlier = previous
         }
+        if root.state.listIfActive(entry, target: promise) {
+            root.unlock()
+            return
+        }
+        var actions = CancelActions()
+        if entry.index == CancelEntry.done {
+            // Settled between being attached and being listed: the earlier attachment is told
+            // here, as the entry will not be.
+            actions.notify(entry.earlier)
+            entry.earlier = nil
+        }
+        root.state.list(entry, target: promise, into: &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
+    /// `entry`'s promise settled (see `CancelState.unlist`): one lock, no recorded actions.
     func remove(_ entry: CancelEntry) {
-        withRoot { state, actions in
-            state.unlist(entry, into: &actions)
+        let root = lockRoot()
+        var (released, earlier) = root.state.unlist(entry)
+        root.unlock()
+        earlier?.promiseDidSettle()
+        if let link = released.link {
+            // Released like every other link: without recursing (see `LinkRelease`).
+            released.link = nil
+            var links = [link]
+            LinkRelease.release(&links)
         }
+        withExtendedLifetime(released) {}
     }
 
     func link(_ entry: CancelEntry, _ link: CancelLink) {

@@ -196,6 +196,21 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// The wrapped promise (``promise``): it settles as this one does.
     public func asPromise() -> Promise<T> { promise }
 
+    /// `true` while not settled. Safe from any thread.
+    public var isPending: Bool { promise.isPending }
+
+    /// `true` once settled. Safe from any thread.
+    public var isResolved: Bool { promise.isResolved }
+
+    /// `true` if fulfilled. Safe from any thread.
+    public var isFulfilled: Bool { promise.isFulfilled }
+
+    /// `true` if rejected (a cancelled promise is rejected). Safe from any thread.
+    public var isRejected: Bool { promise.isRejected }
+
+    /// The error, if rejected. Safe from any thread.
+    public var error: (any Error)? { promise.error }
+
     /// Blocks until settled; see `Promise.wait()`.
     public func wait() throws -> T {
         try promise.wait()

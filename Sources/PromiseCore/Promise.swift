@@ -203,6 +203,36 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return .fulfilled(valuePointer.pointee)
     }
 
+    // The state queries below answer from the flags under the lock. `Thenable`'s versions build
+    // the `Result` first, which costs a generic metadata lookup on every call in client code.
+
+    /// `true` while not settled. Safe from any thread.
+    public final var isPending: Bool { isPendingLocked }
+
+    /// `true` once settled. Safe from any thread.
+    public final var isResolved: Bool { !isPendingLocked }
+
+    /// `true` if fulfilled. Safe from any thread.
+    public final var isFulfilled: Bool {
+        lock()
+        defer { unlock() }
+        return isSettled && storedError == nil
+    }
+
+    /// `true` if rejected. Safe from any thread.
+    public final var isRejected: Bool {
+        lock()
+        defer { unlock() }
+        return isSettled && storedError != nil
+    }
+
+    /// The error, if rejected. Safe from any thread.
+    public final var error: (any Error)? {
+        lock()
+        defer { unlock() }
+        return isSettled ? storedError : nil
+    }
+
     /// The result of a promise known to be settled, read without the lock. Only valid in a
     /// step that was resumed for this promise (settling happened-before the resume).
     @inline(__always) package final var settledResult: Result<T> {
