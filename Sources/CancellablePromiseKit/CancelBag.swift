@@ -64,7 +64,7 @@ public final class CancelBag: Sendable {
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
             case .task(let entry): entry.cancel()
-            case .weak(let box): box.value?.cancel()
+            case .weak(let box): box.cancel()
             }
         }
 
@@ -76,7 +76,7 @@ public final class CancelBag: Sendable {
             case .context: return false
             case .request(let request): return request.token.isCompleted
             case .task(let entry): return entry.isFinished
-            case .weak(let box): return box.value == nil
+            case .weak(let box): return box.isReleased
             }
         }
     }
@@ -208,17 +208,6 @@ private final class TaskEntry: Sendable {
     func finish() { finished.withLock { $0 = true } }
 
     func cancel() { cancelTask() }
-}
-
-/// A `Cancellable` held weakly.
-private final class WeakCancellable: @unchecked Sendable {
-    // `@unchecked`: the reference is written once, in `init`; `Cancellable`s are called from any
-    // thread by contract.
-    weak var value: (any Cancellable)?
-
-    init(_ value: any Cancellable) {
-        self.value = value
-    }
 }
 
 // MARK: - store(in:)

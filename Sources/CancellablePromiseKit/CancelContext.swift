@@ -47,7 +47,7 @@ import Musl
 /// the root storage of `home`.
 @usableFromInline
 final class CancelEntry: PromiseAttachment, @unchecked Sendable {
-    // `@unchecked`: every mutable field is guarded by the lock of `home`'s root storage.
+    // @unchecked: every mutable field is guarded by the lock of `home`'s root storage.
 
     /// Not listed yet.
     static let unlisted = -1
@@ -658,7 +658,7 @@ enum LinkRelease {
 /// `CancelContext` handles.
 @usableFromInline
 final class CancelStorage: @unchecked Sendable {
-    // `@unchecked`: `state` is only touched with the lock held.
+    // @unchecked: `state` is only touched with the lock held.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
     /// Guarded by the lock (so no dynamic exclusivity check is needed).
@@ -668,6 +668,12 @@ final class CancelStorage: @unchecked Sendable {
 
     deinit {
         lockWordDestroy(lockWordPointer(self))
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
+    /// `lockWordPointer` assumes.
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
     }
 
     @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }

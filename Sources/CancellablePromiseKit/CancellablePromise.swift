@@ -28,6 +28,8 @@ import PromiseCore
 /// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
 /// ```
 public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
+    // @unchecked: every stored property is immutable; `T` need not be `Sendable`, as for
+    // `Promise` (values cross threads only through the promise's own synchronisation).
     /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
     /// with plain `Promise` operators is not cancellable.
     public let promise: Promise<T>

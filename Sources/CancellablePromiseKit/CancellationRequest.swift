@@ -20,7 +20,7 @@
 /// token's `onComplete` handlers run with `false` on the thread that releases the request, its
 /// `onCancel` handlers are skipped, and all of them are released with what they captured.
 /// Thread-safe (`Sendable`).
-public final class CancellationRequest: Cancellable, @unchecked Sendable {
+public final class CancellationRequest: Cancellable, Sendable {
     /// The token to hand to the work this request may cancel. The token outlives the request
     /// if the work keeps it; it is completed either way.
     public let token: CancellationToken

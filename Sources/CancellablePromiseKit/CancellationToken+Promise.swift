@@ -81,6 +81,7 @@ extension Promise {
 /// the resolver's promise (through its `pipe` handler) and the returned promise (through its
 /// attached cancellation) keep it alive.
 private final class TokenBoundTask<T>: Cancellable, @unchecked Sendable {
+    // @unchecked: mutable state is in `state`, behind its lock; the rest is immutable.
     private struct State {
         var finished = false
         var cancelled = false

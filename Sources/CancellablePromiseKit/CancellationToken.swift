@@ -64,6 +64,7 @@ import PromiseCore
 ///
 /// Thread-safe (`Sendable`): query, register and complete from any thread.
 public final class CancellationToken: @unchecked Sendable {
+    // @unchecked: every mutable field is guarded by the inline lock word below.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
     private var state: State
@@ -118,6 +119,12 @@ public final class CancellationToken: @unchecked Sendable {
             operands.leave()
         }
         lockWordDestroy(lockWordPointer(self))
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
+    /// `lockWordPointer` assumes.
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
     }
 
     /// A token that is never cancelled: already completed, "not cancelled". `onCancel` handlers
@@ -545,8 +552,8 @@ extension CancellationToken: CustomStringConvertible {
 /// Keeping the registration is optional (the handler stays registered until the token completes
 /// either way). It holds its token weakly; removing the last handler of a derived token that
 /// nothing else holds frees that token.
-public final class CancellationRegistration: @unchecked Sendable {
-    private weak var token: CancellationToken?
+public final class CancellationRegistration: Sendable {
+    private weak let token: CancellationToken?
     private let id: UInt64
 
     init(token: CancellationToken?, id: UInt64) {
@@ -613,22 +620,11 @@ private enum Action {
     }
 }
 
-/// Holds a `Cancellable` weakly; the weak load happens when the handler runs (on its queue).
-private final class WeakCancellable: @unchecked Sendable {
-    private weak var object: (any Cancellable)?
-
-    init(_ object: any Cancellable) {
-        self.object = object
-    }
-
-    var isReleased: Bool { object == nil }
-
-    func cancel() { object?.cancel() }
-}
-
 /// An operand's entry for a token derived from it: holds that token weakly, and what the
 /// operand's completion does to it (with the combinator's closures and their captures).
 private final class DerivedLink: @unchecked Sendable {
+    // @unchecked: `hasRun` is guarded by the target token's lock; `body` is only called by the
+    // operand that runs the link, once.
     weak var target: CancellationToken?
     let body: (CancellationToken, Bool) -> Void
     /// Set under the target's lock once the operand has started running the link.

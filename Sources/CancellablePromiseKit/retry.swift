@@ -263,7 +263,7 @@ private func stopFunction<R: Thenable>(of attempt: R) -> (() -> Void)? {
 /// longer be cancelled (it settled, or its last handle went away), the function and this handle
 /// are released, and the machine stops holding the running attempt's cancel function.
 private final class RetryHandle<T>: @unchecked Sendable {
-    // `@unchecked`: `machine` is immutable and internally synchronised.
+    // @unchecked: `machine` is immutable and internally synchronised.
     private let machine: RetryMachine<T>
 
     init(_ machine: RetryMachine<T>) {
@@ -280,7 +280,7 @@ private final class RetryHandle<T>: @unchecked Sendable {
 }
 
 private final class RetryMachine<T>: @unchecked Sendable {
-    // `@unchecked`: mutable state is in `state`, behind its lock; the rest is immutable.
+    // @unchecked: mutable state is in `state`, behind its lock; the rest is immutable.
     typealias Body = RetryState<T>.Body
     typealias Predicate = (Error) -> Bool
 
@@ -370,7 +370,7 @@ private final class RetryMachine<T>: @unchecked Sendable {
                 runAttempts(from: attempt)
             }
         case .wait(let attempt, let seconds)?:
-            let timer = RetryTimer(seconds: seconds) { self.timerFired(attempt) }
+            let timer = OneShotTimer(seconds: seconds) { self.timerFired(attempt) }
             perform(state.withLock { $0.timerStarted(timer, before: attempt) })
         }
     }
@@ -392,7 +392,7 @@ private struct RetryActions<T> {
     /// Stop the running attempt's work.
     var stopAttempt: (() -> Void)?
     /// Stop the wait.
-    var stopTimer: RetryTimer?
+    var stopTimer: OneShotTimer?
     /// What comes next.
     var next: Next?
     /// Closures taken out of the state, released with the actions (outside the lock).
@@ -425,7 +425,7 @@ private struct RetryState<T> {
     /// Stops the running attempt; held only while the result can be cancelled.
     var stopAttempt: (() -> Void)?
     /// The wait in progress.
-    var timer: RetryTimer?
+    var timer: OneShotTimer?
     /// `false` once the result's last cancel handle went away: nothing can cancel any more.
     var isCancellable = true
     /// The result was cancelled.
@@ -520,7 +520,7 @@ private struct RetryState<T> {
     }
 
     /// The timer of the wait before `attempt` was made (and armed).
-    mutating func timerStarted(_ timer: RetryTimer, before attempt: Int) -> RetryActions<T> {
+    mutating func timerStarted(_ timer: OneShotTimer, before attempt: Int) -> RetryActions<T> {
         var actions = RetryActions<T>()
         if phase == .due(attempt), self.timer == nil {
             self.timer = timer
@@ -563,50 +563,5 @@ private struct RetryState<T> {
         body = nil
         shouldRetry = nil
         deferred = nil
-    }
-}
-
-// MARK: - Timer
-
-/// A one-shot timer on a global queue. It keeps itself alive until it fires or is cancelled;
-/// `cancel()` releases `fire` (and what it captures) at once, on the cancelling thread.
-private final class RetryTimer: @unchecked Sendable {
-    // `@unchecked`: `source` and `fire` are guarded by `lock`.
-    private let lock = NSLock()
-    private var source: DispatchSourceTimer?
-    private var fire: (@Sendable () -> Void)?
-
-    init(seconds: TimeInterval, fire: @escaping @Sendable () -> Void) {
-        let source = DispatchSource.makeTimerSource(queue: .global())
-        self.source = source
-        self.fire = fire
-        // The handler holds the timer (a cycle through the source) until `take()` breaks it.
-        source.setEventHandler { [self] in
-            guard let taken = take() else { return }
-            taken.source.cancel()
-            taken.fire()
-        }
-        source.schedule(deadline: Self.deadline(after: seconds))
-        source.activate()
-    }
-
-    /// Stops the timer if it has not fired, and releases `fire`.
-    func cancel() {
-        take()?.source.cancel()
-    }
-
-    private func take() -> (source: DispatchSourceTimer, fire: @Sendable () -> Void)? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let source, let fire else { return nil }
-        self.source = nil
-        self.fire = nil
-        return (source, fire)
-    }
-
-    private static func deadline(after seconds: TimeInterval) -> DispatchTime {
-        // About 31 years: beyond it, DispatchTime's nanosecond arithmetic would overflow.
-        guard seconds < 1e9 else { return .distantFuture }
-        return .now() + max(0, seconds)
     }
 }

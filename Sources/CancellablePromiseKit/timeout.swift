@@ -67,7 +67,7 @@ extension Thenable {
     public func timeout(seconds: TimeInterval) -> Promise<T> {
         let source = asPromise()
         let output = Promise<T>.makePending()
-        let timer = TimeoutTimer(seconds: seconds) {
+        let timer = OneShotTimer(seconds: seconds) {
             output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
         }
         if let task = source.attachedCancellation {
@@ -109,7 +109,7 @@ extension CancellablePromise {
     public func timeout(seconds: TimeInterval) -> CancellablePromise<T> {
         let source = cancelContext
         let output = Promise<T>.makePending()
-        let timer = TimeoutTimer(seconds: seconds) {
+        let timer = OneShotTimer(seconds: seconds) {
             let error = PromiseTimeoutError(seconds: seconds)
             source.cancel(with: error)
             output.resolve(.rejected(error))
@@ -123,47 +123,5 @@ extension CancellablePromise {
         let timed = CancellablePromise(member: output, context: context, entry: entry)
         entry.link(self)
         return timed
-    }
-}
-
-// MARK: - Timer
-
-/// A one-shot timer on a global queue. It keeps itself alive until it fires or is cancelled,
-/// and releases `fire` (and what it captures) in either case.
-private final class TimeoutTimer: @unchecked Sendable {
-    private let lock = NSLock()
-    private var source: DispatchSourceTimer?
-
-    init(seconds: TimeInterval, fire: @escaping @Sendable () -> Void) {
-        let source = DispatchSource.makeTimerSource(queue: .global())
-        self.source = source
-        // The handler holds the timer (a cycle through the source) until `take()` breaks it.
-        source.setEventHandler { [self] in
-            guard let source = take() else { return }
-            source.cancel()
-            fire()
-        }
-        source.schedule(deadline: Self.deadline(after: seconds))
-        source.activate()
-    }
-
-    /// Stops the timer if it has not fired; releases its handler.
-    func cancel() {
-        take()?.cancel()
-    }
-
-    private func take() -> DispatchSourceTimer? {
-        lock.lock()
-        defer { lock.unlock() }
-        let taken = source
-        source = nil
-        return taken
-    }
-
-    private static func deadline(after seconds: TimeInterval) -> DispatchTime {
-        guard !seconds.isNaN else { return .now() }
-        // About 31 years: beyond it, DispatchTime's nanosecond arithmetic would overflow.
-        guard seconds < 1e9 else { return .distantFuture }
-        return .now() + max(0, seconds)
     }
 }

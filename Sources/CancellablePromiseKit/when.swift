@@ -369,23 +369,3 @@ public func when<U: Thenable, C: Thenable>(fulfilled promises: [U], while cancel
 where C.T == Void {
     when(when(fulfilled: promises), while: cancelPromise)
 }
-
-// MARK: - firstly, hang
-
-/// Runs `body` at once and returns the cancellable promise it returns (a throw rejects).
-///
-/// ```swift
-/// firstly { login().cancellize() }.then { fetch(avatar: $0.user).cancellize() }
-/// ```
-public func firstly<T>(execute body: () throws -> CancellablePromise<T>) -> CancellablePromise<T> {
-    do {
-        return try body()
-    } catch {
-        return CancellablePromise(error: error)
-    }
-}
-
-/// Waits for the promise; see `hang(_: Promise)`.
-public func hang<T>(_ promise: CancellablePromise<T>) throws -> T {
-    try hang(promise.promise)
-}

@@ -41,7 +41,7 @@ extension Process: Cancellable {
     /// thread, any number of times; after the process has exited, it only records it.
     public func cancel() {
         cancelledProcesses.withLock { table in
-            table = table.filter { $0.value.object != nil }
+            table = table.filter { $0.value.process != nil }
             table[ObjectIdentifier(self)] = WeakProcess(self)
         }
         if isRunning {
@@ -52,15 +52,10 @@ extension Process: Cancellable {
     /// `true` once `cancel()` was called on this process object.
     public var isCancelled: Bool {
         let id = ObjectIdentifier(self)
-        return cancelledProcesses.withLock { $0[id]?.object === self }
+        return cancelledProcesses.withLock { $0[id]?.process === self }
     }
 }
 
 /// Processes that were cancelled, held weakly: `Process` has no room for a flag of ours. Only
 /// `Process.cancel()` and `Process.isCancelled` take this lock (tokens never do).
 private let cancelledProcesses = Locked<[ObjectIdentifier: WeakProcess]>([:])
-
-private struct WeakProcess {
-    weak var object: Process?
-    init(_ object: Process) { self.object = object }
-}

@@ -38,32 +38,32 @@ extension NotificationCenter {
 /// One observer registration that is removed once: after the first notification or on cancel,
 /// whichever comes first, even when that happens before `addObserver` has returned its token.
 private final class OnceObservation: @unchecked Sendable {
-    private let lock = NSLock()
+    // @unchecked: `NotificationCenter` and its observer tokens are used from any thread by
+    // Foundation's contract; `state` is guarded by its lock.
     private weak var center: NotificationCenter?
-    private var token: NSObjectProtocol?
-    private var removed = false
+    /// The observer token, once known, until removed; `removed` once `remove()` ran.
+    private let state = Locked((token: NSObjectProtocol?.none, removed: false))
 
     init(center: NotificationCenter) {
         self.center = center
     }
 
     func setToken(_ token: NSObjectProtocol) {
-        lock.lock()
-        if removed {
-            lock.unlock()
-            center?.removeObserver(token)
-            return
+        let removeNow = state.withLock { state in
+            if state.removed { return true }
+            state.token = token
+            return false
         }
-        self.token = token
-        lock.unlock()
+        if removeNow { center?.removeObserver(token) }
     }
 
     func remove() {
-        lock.lock()
-        removed = true
-        let token = self.token
-        self.token = nil
-        lock.unlock()
+        let token = state.withLock { state in
+            state.removed = true
+            let token = state.token
+            state.token = nil
+            return token
+        }
         if let token { center?.removeObserver(token) }
     }
 }

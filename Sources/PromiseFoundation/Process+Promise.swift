@@ -51,6 +51,8 @@ public struct ProcessOutput: Sendable, Equatable {
 extension Process {
     /// PromiseKit's error for a process that did not succeed.
     public enum PMKError: Error, @unchecked Sendable {
+        // @unchecked: `Process` is not declared `Sendable`; the error only carries a finished
+        // process, read for its status and arguments.
         /// The process exited with a non-zero status or was ended by a signal; its output, if it
         /// could be read, is attached.
         case execution(process: Process, standardOutput: String?, standardError: String?)
@@ -248,27 +250,24 @@ extension CancellablePromise where T == ProcessOutput {
 // MARK: - Internals
 
 /// The output read from the two pipes, from two reading threads.
-private final class CapturedOutput: @unchecked Sendable {
-    private let lock = NSLock()
-    private var output = Data()
-    private var error = Data()
+private final class CapturedOutput: Sendable {
+    private let data = Locked((output: Data(), error: Data()))
 
     func store(_ data: Data, isOutput: Bool) {
-        lock.lock()
-        if isOutput { output = data } else { error = data }
-        lock.unlock()
+        self.data.withLock { if isOutput { $0.output = data } else { $0.error = data } }
     }
 
     var values: (Data, Data) {
-        lock.lock()
-        defer { lock.unlock() }
-        return (output, error)
+        data.withLock { ($0.output, $0.error) }
     }
 }
 
 /// Terminates a process for a cancelled promise. Holds the promise weakly (the promise holds
 /// this through its attachment) and the process strongly until the promise settles.
 private final class ProcessTerminator<T>: @unchecked Sendable {
+    // @unchecked: the references are written once, in `init`; `Process`'s `isRunning`,
+    // `terminate()` and `processIdentifier` are safe from any thread, and `Promise` is
+    // thread-safe.
     private let process: Process
     private weak var promise: Promise<T>?
     private let killAfter: TimeInterval
@@ -294,7 +293,13 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
     }
 }
 
-private final class WeakProcess: @unchecked Sendable {
-    weak var process: Process?
+/// A `Process` held weakly: what a cancellation or a stop handler keeps of a process it may have
+/// to signal but must not keep alive.
+final class WeakProcess: @unchecked Sendable {
+    // @unchecked: the reference is written once, in `init`, and only loaded afterwards (the
+    // runtime loads weak references atomically); `Process` is used from any thread by the code
+    // that holds this box only through its thread-safe members (`isRunning`,
+    // `processIdentifier`).
+    private(set) weak var process: Process?
     init(_ process: Process) { self.process = process }
 }

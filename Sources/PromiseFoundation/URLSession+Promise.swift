@@ -146,6 +146,8 @@ extension URLSession {
 /// What a URLSession promise's attached cancellation reaches: held weakly, so that the
 /// attachment keeps neither the task nor the promise alive.
 private final class WeakTaskBox<T>: @unchecked Sendable {
+    // @unchecked: both references are written once, in `init`, and only loaded afterwards;
+    // `URLSessionTask` and `Promise` are thread-safe.
     weak var task: URLSessionTask?
     weak var promise: Promise<T>?
     private let resumed = DispatchTime.now()
@@ -191,6 +193,8 @@ private final class WeakTaskBox<T>: @unchecked Sendable {
 /// }
 /// ```
 public enum PMKHTTPError: Error, @unchecked Sendable {
+    // @unchecked: `HTTPURLResponse` is not declared `Sendable` on every platform, but is
+    // immutable once received.
     /// The response had status `code`; `data` is its body.
     case badStatusCode(Int, Data, HTTPURLResponse)
 

@@ -1,0 +1,63 @@
+import PromiseCore
+
+// What `race` and `when` with `autoCancel: true` keep of their inputs: each input's chain
+// handle and entry, to cancel the losers, or all of them when the result is cancelled.
+
+/// One input of a combinator with `autoCancel`: the handle of its chain (so the combinator can
+/// cancel it while it is pending) and its place in that chain.
+struct CancelInput {
+    let context: CancelContext
+    let entry: CancelEntry
+}
+
+extension CancellablePromise {
+    var cancelInput: CancelInput { CancelInput(context: cancelContext, entry: entry) }
+}
+
+/// The inputs of a combinator with `autoCancel`, held (with their chains' handles) until the
+/// combinator settles or is cancelled: one object for all of them, rather than a closure per
+/// input. A fire-and-forget `race(…, autoCancel: true)` still cancels its losers; once it has
+/// settled it holds nothing.
+final class AutoCancelInputs: Sendable {
+    private let inputs: Locked<[CancelInput]?>
+
+    init(_ inputs: [CancelInput]) {
+        self.inputs = Locked(inputs)
+    }
+
+    private func take() -> [CancelInput]? {
+        inputs.withLock { inputs in
+            defer { inputs = nil }
+            return inputs
+        }
+    }
+
+    /// Cancels the pending work of every input but the one at `index`, which settled the
+    /// combinator: never the winner (nor the same promise given twice), nothing it depends on.
+    /// A loser in a chain of its own has that chain cancelled; a loser that is a branch of the
+    /// winner's chain is cancelled alone (its own promise, task and the chains it waits on), so
+    /// the winner's chain is not marked cancelled.
+    func cancelLosers(winner index: Int) {
+        guard let inputs = take(), inputs.indices.contains(index) else { return }
+        let winner = inputs[index]
+        // Links followed from a loser never reach back into the winner's chain (a loser may
+        // wait on the winner).
+        let winnerRoot = winner.context.storage.root
+        for (position, loser) in inputs.enumerated() where position != index {
+            guard loser.entry !== winner.entry, loser.entry.home.isListed(loser.entry) else { continue }
+            if loser.context.storage.isSameChain(as: winner.context.storage) {
+                loser.entry.home.cancelAlone(loser.entry, excluding: winnerRoot)
+            } else {
+                loser.context.storage.cancel(with: boxedCancellation, at: .library, excluding: winnerRoot)
+            }
+        }
+    }
+
+    /// Cancels every input still pending: the cancel closure of the combinator's result.
+    func cancelAll() {
+        guard let inputs = take() else { return }
+        for input in inputs where input.entry.home.isListed(input.entry) {
+            input.context.cancel()
+        }
+    }
+}

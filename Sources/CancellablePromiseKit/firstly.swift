@@ -1,0 +1,14 @@
+import PromiseCore
+
+/// Runs `body` at once and returns the cancellable promise it returns (a throw rejects).
+///
+/// ```swift
+/// firstly { login().cancellize() }.then { fetch(avatar: $0.user).cancellize() }
+/// ```
+public func firstly<T>(execute body: () throws -> CancellablePromise<T>) -> CancellablePromise<T> {
+    do {
+        return try body()
+    } catch {
+        return CancellablePromise(error: error)
+    }
+}

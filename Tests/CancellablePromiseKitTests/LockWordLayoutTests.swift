@@ -1,0 +1,19 @@
+import PromiseCore
+import XCTest
+
+@testable import CancellablePromiseKit
+
+/// The classes of this module that keep an inline lock word address it through the object
+/// pointer (see PromiseCore's Lock.swift): the offset must match where Swift stores their first
+/// stored property.
+final class LockWordLayoutTests: XCTestCase {
+    func testCancelStorageLockWordOffset() {
+        let storage = CancelContext().storage
+        XCTAssertEqual(storage._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(storage)))
+    }
+
+    func testCancellationTokenLockWordOffset() {
+        let token = CancellationRequest().token
+        XCTAssertEqual(token._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(token)))
+    }
+}
