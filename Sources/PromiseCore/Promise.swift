@@ -339,6 +339,21 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return continuation.resume(from: self)
     }
 
+    // `Resolver.fulfill` and `reject` call these rather than `drain(settle(…))` themselves:
+    // inlined into a client, settling and draining destroys the `Unblocked` value in between
+    // through generic value witnesses (about 130 instructions per call, measured with callgrind);
+    // `@inline(never)` keeps cross-module optimization from inlining them again.
+
+    /// `drain(settle(fulfilled: value))`.
+    @inline(never) @usableFromInline package final func fulfillAndDrain(_ value: T) {
+        drain(settle(fulfilled: value))
+    }
+
+    /// `drain(settle(rejected: error))`.
+    @inline(never) @usableFromInline package final func rejectAndDrain(_ error: any Error) {
+        drain(settle(rejected: error))
+    }
+
     /// Makes `target` settle as this promise does. Returns what settling released, when this
     /// promise was already settled.
     package final func follow(_ target: Promise<T>) -> Unblocked {

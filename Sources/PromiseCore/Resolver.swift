@@ -20,12 +20,12 @@ public final class Resolver<T>: @unchecked Sendable {
 
     /// Fulfils the promise with `value`.
     @inlinable public func fulfill(_ value: T) {
-        drain(promise.settle(fulfilled: value))
+        promise.fulfillAndDrain(value)
     }
 
     /// Rejects the promise with `error`.
     @inlinable public func reject(_ error: Error) {
-        drain(promise.settle(rejected: error))
+        promise.rejectAndDrain(error)
     }
 
     /// Settles the promise with `result`.
