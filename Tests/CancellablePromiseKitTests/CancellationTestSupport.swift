@@ -4,7 +4,7 @@ import Foundation
 import PromiseCore
 import XCTest
 
-// Stand-ins for the Apple-only pieces of the seed examples (URLSession, CLLocationManager,
+// Stand-ins for the Apple-only pieces of the documented examples (URLSession, CLLocationManager,
 // an HTTP client, UIKit views): tasks the test finishes itself, whose cancellation it can observe.
 
 /// A thread-safe counter.

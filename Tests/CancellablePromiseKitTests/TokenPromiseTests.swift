@@ -106,7 +106,7 @@ final class TokenPromiseTests: XCTestCase {
         XCTAssertNil(weakPromise)
     }
 
-    // MARK: Promise(cancellationToken:resolver:) — seed 003 made first-class
+    // MARK: Promise(cancellationToken:resolver:): the token is checked before, during and after the work
 
     func testTokenPromiseFulfilsWhenNotCancelled() {
         let request = CancellationRequest()

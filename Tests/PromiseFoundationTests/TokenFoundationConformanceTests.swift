@@ -46,7 +46,7 @@ final class TokenFoundationConformanceTests: XCTestCase {
     }
 
     func testTokenBoundPromiseOverURLSessionTask() {
-        // The seed pattern over a real task: rejected with the cancellation error, not the
+        // A token-bound promise over a real task: rejected with the cancellation error, not the
         // task's own URLError.cancelled.
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
