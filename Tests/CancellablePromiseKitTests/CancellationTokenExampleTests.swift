@@ -70,7 +70,7 @@ private func task(
 private final class ViewController {
     let session: StandInURLSession
     var cancellationRequest = CancellationRequest()
-    let results = TokenLog<Result<Data>>()  // appended from URLSession-like callback queues
+    let results = Recorder<Result<Data>>()  // appended from URLSession-like callback queues
 
     init(session: StandInURLSession) { self.session = session }
 
@@ -102,7 +102,7 @@ final class CancellationTokenExampleTests: XCTestCase {
     func testPollingTaskStopsWhenCancelled() {
         let cr = CancellationRequest()
         let finished = expectation(description: "completion")
-        let outcome = TokenLog<String>()
+        let outcome = Recorder<String>()
         task(param: 1, cancellationToken: cr.token) { result, error in
             outcome.append(error.map { "\($0.isCancelled ? "cancelled" : "failed")" } ?? "value \(result!)")
             finished.fulfill()
@@ -115,7 +115,7 @@ final class CancellationTokenExampleTests: XCTestCase {
     func testURLSessionExtensionWithOnCancelCancelsTheTask() {
         let session = StandInURLSession()
         let cr = CancellationRequest()
-        let errors = TokenLog<Error>()
+        let errors = Recorder<Error>()
         let completed = expectation(description: "completion")
         session.data(from: url, cancellationToken: cr.token) { _, _, error in
             errors.append(error!)
@@ -222,7 +222,7 @@ final class CancellationTokenExampleTests: XCTestCase {
         var onCompleteValue: Bool?
         var onCancelRan = false
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             token.onCancel {
                 probe.touch()
                 onCancelRan = true

@@ -169,7 +169,7 @@ final class TokenPromiseTests: XCTestCase {
             task = ManualTask(resolver)
             return {}
         }
-        let box = TokenUnchecked(task!)
+        let box = UncheckedBox(task!)
         request.token.onCancel { box.value.resolver.fulfill(1) }  // runs before the promise's own
         request.cancel()
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
@@ -225,7 +225,7 @@ final class TokenPromiseTests: XCTestCase {
         let request = CancellationRequest()
         let released = Counter()
         for value in 0..<1_000 {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             let promise = Promise<Int>(cancellationToken: request.token) { resolver in
                 resolver.fulfill(value)
                 return { probe.touch() }
@@ -242,7 +242,7 @@ final class TokenPromiseTests: XCTestCase {
         weak var weakPromise: Promise<Int>?
         weak var weakResolver: Resolver<Int>?
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             let promise = Promise<Int>(cancellationToken: request.token) { resolver in
                 weakResolver = resolver
                 return {

@@ -255,7 +255,7 @@ final class WhenWhileTests: XCTestCase {
         let (condition, conditionResolver) = Promise<Void>.pending()
         var resolvers: [Resolver<Int>] = []
         var outputs: [Promise<Int>] = []
-        let order = Recorded<Int>()
+        let order = Recorder<Int>()
         let freed = Counter()
         withoutLogging {
             for index in 0..<1_000 {
@@ -356,11 +356,4 @@ final class WhenWhileTests: XCTestCase {
         defer { conf.logHandler = previous }
         body()
     }
-}
-
-/// A list safe to append to from any thread.
-private final class Recorded<Element>: @unchecked Sendable {
-    private let cell = Locked<[Element]>([])
-    func append(_ element: Element) { cell.withLock { $0.append(element) } }
-    var all: [Element] { cell.withLock { $0 } }
 }

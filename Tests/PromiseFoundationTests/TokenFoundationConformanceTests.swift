@@ -18,7 +18,7 @@ final class TokenFoundationConformanceTests: XCTestCase {
         defer { session.invalidateAndCancel() }
         let request = CancellationRequest()
         let completed = expectation(description: "completion handler")
-        let receivedError = TokenFoundationBox<Error?>(nil)
+        let receivedError = SendableBox<Error?>(nil)
         let task = session.dataTask(with: closedPort) { _, _, error in
             receivedError.value = error
             completed.fulfill()
@@ -103,16 +103,6 @@ final class TokenFoundationConformanceTests: XCTestCase {
         }
         XCTAssertNil(weakProcess)
         XCTAssertFalse(Process().isCancelled)  // a new object at a reused address is not cancelled
-    }
-}
-
-private final class TokenFoundationBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    var value: Value {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
     }
 }
 
