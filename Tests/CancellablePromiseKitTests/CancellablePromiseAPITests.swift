@@ -228,6 +228,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         let cancellable = timer.cancellize()
         cancellable.cancel()
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.4)
         XCTAssertTrue(timer.isPending)  // the timer never fired
     }
@@ -236,6 +237,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         let timer = after(.milliseconds(100))
         let cancellable = cancellable(timer)
         cancellable.cancel()
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.4)
         XCTAssertTrue(timer.isPending)
         XCTAssertTrue(cancellable.isRejected)

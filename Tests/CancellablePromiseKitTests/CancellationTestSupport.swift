@@ -159,10 +159,16 @@ extension XCTestCase {
         }
     }
 
-    /// Runs the main queue for a moment, so handlers queued there can run.
-    func drainMainQueue(_ seconds: TimeInterval = 0.05) {
-        let done = expectation(description: "main queue drained")
-        DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { done.fulfill() }
-        wait(for: [done], timeout: seconds + 10)
+    /// Lets the main queue run the work queued on it, and the work that this work queues there in
+    /// turn, up to `hops` steps deep: each pass queues a marker behind what is queued and waits for
+    /// it (the main queue is serial, so the marker runs after everything queued before it). A
+    /// synchronisation point, not a delay: call it before checking that a handler running on the
+    /// main queue (the default queue of every step) did *not* run.
+    func drainMainQueue(hops: Int = 10) {
+        for _ in 0..<hops {
+            let done = expectation(description: "main queue drained")
+            DispatchQueue.main.async { done.fulfill() }
+            wait(for: [done], timeout: 10)
+        }
     }
 }

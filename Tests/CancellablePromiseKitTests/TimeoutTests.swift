@@ -30,6 +30,7 @@ final class TimeoutTests: XCTestCase {
         let timed = source.timeout(seconds: 0.2)
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.02) { resolver.fulfill(7) }
         XCTAssertEqual(waitForResult(timed)?.fulfilledValue, 7)
+        // A fixed wait, the only way to show the timer never fires: past its 0.2 s deadline.
         Thread.sleep(forTimeInterval: 0.3)
         XCTAssertEqual(timed.value, 7)
     }
@@ -142,6 +143,7 @@ final class TimeoutTests: XCTestCase {
         let timed = source.timeout(seconds: 0.15)
         resolverRef?.fulfill(3)
         XCTAssertEqual(waitForResult(timed)?.fulfilledValue, 3)
+        // A fixed wait, the only way to show the timer never fires: past its 0.15 s deadline.
         Thread.sleep(forTimeInterval: 0.25)
         XCTAssertFalse(source.isCancelled)
         XCTAssertEqual(cancelCalls.value, 0)
@@ -153,6 +155,7 @@ final class TimeoutTests: XCTestCase {
         let slow = after(seconds: 0.3)
         let timed = slow.cancellize().timeout(seconds: 0.05)
         XCTAssertTrue(waitForResult(timed)?.rejectedError is PromiseTimeoutError)
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.3 s deadline.
         Thread.sleep(forTimeInterval: 0.45)
         XCTAssertTrue(slow.isPending, "the underlying timer was cancelled")
     }
@@ -162,6 +165,7 @@ final class TimeoutTests: XCTestCase {
         let timed = source.timeout(seconds: 0.1)
         timed.cancel()
         XCTAssertEqual(timed.error as? CancellablePromiseError, .cancelled)
+        // A fixed wait, the only way to show the timeout never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.2)
         XCTAssertEqual(source.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(timed.error as? CancellablePromiseError, .cancelled)

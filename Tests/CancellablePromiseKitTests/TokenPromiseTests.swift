@@ -33,10 +33,13 @@ final class TokenPromiseTests: XCTestCase {
         let ran = Counter()
         let item = DispatchWorkItem { ran.increment() }
         request.token.register(item)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2, execute: item)
+        let queue = DispatchQueue(label: "token-promise.work-item")
+        queue.suspend()  // the item is queued, but cannot start before the cancel
+        queue.async(execute: item)
         request.cancel()
         XCTAssertTrue(item.isCancelled)
-        Thread.sleep(forTimeInterval: 0.3)
+        queue.resume()
+        queue.sync {}  // the item's turn has come and gone
         XCTAssertEqual(ran.value, 0)
     }
 

@@ -90,7 +90,7 @@ final class WhenWhileTests: XCTestCase {
         conditionResolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         resolver.fulfill(1)
-        runWorkQueuedOnMain()
+        drainMainQueue()
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
     }
 
@@ -340,13 +340,6 @@ final class WhenWhileTests: XCTestCase {
             outcome.arrived.fulfill()
         }
         return outcome
-    }
-
-    /// Returns once the main queue has run the work queued on it so far (it is serial).
-    private func runWorkQueuedOnMain() {
-        let ran = expectation(description: "main queue ran its queued work")
-        DispatchQueue.main.async { ran.fulfill() }
-        wait(for: [ran], timeout: 10)
     }
 
     /// Runs `body` with `conf.logHandler` silenced: abandoned resolvers report pending promises.

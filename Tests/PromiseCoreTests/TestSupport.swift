@@ -132,11 +132,4 @@ extension XCTestCase {
         case nil: return nil
         }
     }
-
-    /// Lets the main queue run the work already queued on it.
-    func drainMainQueue(file: StaticString = #filePath, line: UInt = #line) {
-        let done = expectation(description: "main queue drained")
-        DispatchQueue.main.async { done.fulfill() }
-        wait(for: [done], timeout: 10)
-    }
 }
