@@ -46,7 +46,7 @@ final class AsyncStressTests: XCTestCase {
         var promises: [CancellablePromise<Int>] = []
         let cancelClosureCalls = (0..<count).map { _ in Counter() }
         for index in 0..<count {
-            let resolverBox = TokenLog<Resolver<Int>>()
+            let resolverBox = Recorder<Resolver<Int>>()
             let promise = CancellablePromise<Int> { resolver in
                 resolverBox.append(resolver)
                 return { cancelClosureCalls[index].increment() }
@@ -132,7 +132,7 @@ final class AsyncStressTests: XCTestCase {
         let count = 1_000
         var tasks: [Task<StressOutcome, Never>] = []
         for index in 0..<count {
-            let item = TokenLog<DispatchWorkItem>()
+            let item = Recorder<DispatchWorkItem>()
             let task = Task { () -> StressOutcome in
                 do {
                     let value = try await withCancellationToken { token in

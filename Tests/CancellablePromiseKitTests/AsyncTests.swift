@@ -188,7 +188,7 @@ final class AsyncTests: XCTestCase {
     func testWithCancellationTokenPassesTheTokenToATokenTakingFunction() async {
         let taskCancels = Counter()
         let started = DispatchSemaphore(value: 0)
-        let kept = TokenLog<Resolver<Int>>()  // the task keeps its resolver
+        let kept = Recorder<Resolver<Int>>()  // the task keeps its resolver
         let task = Task { () -> Int in
             try await withCancellationToken { token in
                 try await Promise<Int>(cancellationToken: token) { resolver in

@@ -2,11 +2,11 @@ import CancellablePromiseKit
 import Foundation
 import XCTest
 
-// Seed 001's TODO list and the API lists of seeds 000/002: every operator returns a
-// `CancellablePromise` of the same chain, factories, conversions, firstly/hang/after.
+// The API a cancellable chain offers: every operator returns a `CancellablePromise` of the same
+// chain, factories, conversions, firstly/hang/after.
 
 final class CancellablePromiseAPITests: XCTestCase {
-    // MARK: Seed 001 TODO: operators return CancellablePromise in the same context
+    // MARK: Operators return a CancellablePromise in the same context
 
     func testEveryOperatorReturnsCancellablePromiseInTheSameContext() {
         let (head, _) = CancellablePromise<[Int]>.pending()
@@ -108,7 +108,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         XCTAssertNil(rejected.cancelledError)
     }
 
-    // MARK: Seed 001 TODO: factories
+    // MARK: Factories
 
     func testValueFactoryIsFulfilledAndCancelIsANoOp() {
         let promise = CancellablePromise.value(5)
@@ -141,7 +141,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         XCTAssertEqual(second.error as? CancellablePromiseError, .cancelled)
     }
 
-    // MARK: Seed 001 TODO: firstly, Guarantee.asCancellable, asVoid
+    // MARK: firstly, Guarantee.asCancellable, asVoid
 
     func testFirstlyReturnsTheCancellablePromiseOfTheBody() {
         let (inner, _) = CancellablePromise<Int>.pending()
@@ -228,6 +228,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         let cancellable = timer.cancellize()
         cancellable.cancel()
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.4)
         XCTAssertTrue(timer.isPending)  // the timer never fired
     }
@@ -236,6 +237,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         let timer = after(.milliseconds(100))
         let cancellable = cancellable(timer)
         cancellable.cancel()
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.4)
         XCTAssertTrue(timer.isPending)
         XCTAssertTrue(cancellable.isRejected)

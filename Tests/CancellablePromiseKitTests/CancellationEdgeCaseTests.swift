@@ -8,22 +8,6 @@ import XCTest
 // registrations on a long-lived `cancelPromise`. Each test pins one behaviour; see its comment.
 
 final class CancellationEdgeCaseTests: XCTestCase {
-    /// A log that the test reads after the threads are done.
-    final class Log: @unchecked Sendable {
-        private let lock = NSLock()
-        private var entries: [String] = []
-        func append(_ entry: String) { lock.withLock { entries.append(entry) } }
-        var value: [String] { lock.withLock { entries } }
-    }
-
-    /// A value handed from a racing thread to the test.
-    final class Slot<Value>: @unchecked Sendable {
-        private let lock = NSLock()
-        private var stored: Value?
-        func set(_ value: Value) { lock.withLock { stored = value } }
-        var value: Value? { lock.withLock { stored } }
-    }
-
     // MARK: - Sequence helpers
 
     /// The sequence helpers that take a body (`mapValues`, `compactMapValues`,
@@ -76,17 +60,17 @@ final class CancellationEdgeCaseTests: XCTestCase {
         let (head, resolver) = CancellablePromise<Int>.pending()
         let queue = DispatchQueue(label: "edge.ensure")
         queue.suspend()
-        let log = Log()
+        let log = Recorder<String>()
         let ensured = head.ensure(on: queue) { log.append("ensure") }
         ensured.catch(on: nil, policy: .allErrors) { _ in log.append("catch") }
 
         _ = ensured.cancellize(cancelContext: cancelled)
         XCTAssertTrue(ensured.isCancelled)
-        XCTAssertEqual(log.value, [], "the catch after ensure ran before the ensure body")
+        XCTAssertEqual(log.all, [], "the catch after ensure ran before the ensure body")
 
         queue.resume()
         queue.sync {}
-        XCTAssertEqual(log.value, ["ensure", "catch"])
+        XCTAssertEqual(log.all, ["ensure", "catch"])
         resolver.fulfill(1)
     }
 
@@ -96,7 +80,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
         cancelled.cancel()
         let (head, resolver) = CancellablePromise<Int>.pending()
         let (cleanup, cleanupDone) = Guarantee<Void>.pending()
-        let log = Log()
+        let log = Recorder<String>()
         let ensured = head.ensureThen(on: nil) {
             log.append("cleanup started")
             return cleanup
@@ -104,9 +88,9 @@ final class CancellationEdgeCaseTests: XCTestCase {
         ensured.catch(on: nil, policy: .allErrors) { _ in log.append("catch") }
 
         _ = ensured.cancellize(cancelContext: cancelled)
-        XCTAssertFalse(log.value.contains("catch"), "catch ran before the ensureThen cleanup resolved: \(log.value)")
+        XCTAssertFalse(log.all.contains("catch"), "catch ran before the ensureThen cleanup resolved: \(log.all)")
         cleanupDone(())
-        XCTAssertEqual(log.value.last, "catch")
+        XCTAssertEqual(log.all.last, "catch")
         resolver.fulfill(1)
     }
 
@@ -124,7 +108,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
         for _ in 0..<rounds {
             let (head, resolver) = CancellablePromise<Int>.pending()
             resolver.fulfill(1)
-            let made = Slot<CancellablePromise<Int>>()
+            let made = SendableBox<CancellablePromise<Int>?>(nil)
             let box = UncheckedBox(head)
             DispatchQueue.concurrentPerform(iterations: 2) { i in
                 let head = box.value
@@ -133,7 +117,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
                         ran.increment()
                         return value
                     }
-                    made.set(step)
+                    made.value = step
                 } else {
                     head.cancel()
                 }

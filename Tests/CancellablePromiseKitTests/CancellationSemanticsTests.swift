@@ -2,15 +2,17 @@ import CancellablePromiseKit
 import Foundation
 import XCTest
 
-// PromiseKit 7's "Cancellability Goals" (seeds 000 and 002) and the settled details of
-// DESIGN.md: observers vs steps, isCancelled, asPromise, re-entrant cancel, bad input.
+// What cancelling promises promises: no step body runs after cancel, cancel is thread-safe, the
+// primitives are cancellable, new cancellable promises are simple to make, branches are
+// cancelled; then the finer rules: the order inside cancel(), isCancelled, observers vs steps,
+// asPromise, re-entrant cancel, bad input.
 
 struct CustomCancel: Error, Equatable {}
 
 final class CancellationSemanticsTests: XCTestCase {
-    // MARK: Goal: never call subsequent blocks after cancel
+    // MARK: No step body runs after cancel
 
-    func testGoalNoStepBodyRunsAfterCancelOnAnyQueue() {
+    func testNoStepBodyRunsAfterCancelOnAnyQueue() {
         for queue in [nil, DispatchQueue.global(), DispatchQueue.main] as [DispatchQueue?] {
             let (head, resolver) = CancellablePromise<Int>.pending()
             var ran: [String] = []
@@ -76,9 +78,9 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
     }
 
-    // MARK: Goal: thread-safe cancel from any thread
+    // MARK: cancel() is thread-safe, from any thread
 
-    func testGoalCancelFromAnotherThreadRejectsBeforeReturning() {
+    func testCancelFromAnotherThreadRejectsBeforeReturning() {
         let task = FakeTask<Int>()
         let chain = UncheckedBox(task.promise.cancellize().map(on: nil) { $0 })
         runWithoutDeadlock {
@@ -88,9 +90,9 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertTrue(task.isCancelled)
     }
 
-    // MARK: Goal: after, firstly, when, race are cancellable
+    // MARK: after, firstly, when, race are cancellable
 
-    func testGoalPrimitivesAreCancellable() {
+    func testPrimitivesAreCancellable() {
         let timer = after(seconds: 30).cancellize()
         let first = firstly { timer }
         let both = when(fulfilled: [first, after(seconds: 30).cancellize()], autoCancel: true)
@@ -102,9 +104,9 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertTrue(first.isCancelled)
     }
 
-    // MARK: Goal: a simple way to make new cancellable promises
+    // MARK: New cancellable promises are simple to make
 
-    func testGoalNewCancellablePromiseFromResolverAndCancelFunction() {
+    func testNewCancellablePromiseFromResolverAndCancelFunction() {
         let item = DispatchWorkItem {}
         let promise = CancellablePromise<Void> { resolver in
             DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: item)
@@ -122,7 +124,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
     }
 
-    // MARK: Goal: promise branches are cancelled (updateWeather)
+    // MARK: Every branch of a chain is cancelled (updateWeather)
 
     final class WeatherScreen {
         let backend: FakeBackend
@@ -168,7 +170,7 @@ final class CancellationSemanticsTests: XCTestCase {
         }
     }
 
-    func testGoalBranchesCancelEverythingExceptEnsure() {
+    func testBranchesCancelEverythingExceptEnsure() {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         let context = screen.updateWeather(forCity: "Oslo")
@@ -184,7 +186,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertFalse(screen.refreshButton.isAnimating)
     }
 
-    func testGoalBranchesCancelDuringAutocompleteCancelsIt() {
+    func testBranchesCancelDuringAutocompleteCancelsIt() {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         let context = screen.updateWeather(forCity: "Rome")
@@ -194,7 +196,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertFalse(backend.wasStarted("https://forecast.weather.com/rome"))
     }
 
-    func testGoalBranchesCancelDuringUpdateUILetsItCompleteAndDiscardsTheResult() {
+    func testBranchesCancelDuringUpdateUILetsItCompleteAndDiscardsTheResult() {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         var context: CancelContext!
@@ -211,7 +213,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(screen.refreshButton.stopCount, 1)
     }
 
-    func testGoalBranchesCompleteWithoutCancel() {
+    func testBranchesCompleteWithoutCancel() {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
         _ = screen.updateWeather(forCity: "Bern")
@@ -232,7 +234,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertTrue(head.isRejected)
     }
 
-    // MARK: Detail 2: order inside cancel()
+    // MARK: Inside cancel(): the promises reject first, then the cancel closures run
 
     func testCancelClosureRunsAfterThePromisesAreRejected() {
         var stateSeenByCancel: Bool?
@@ -245,7 +247,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(stateSeenByCancel, true)
     }
 
-    // MARK: Detail 3: isCancelled / cancelAttempted
+    // MARK: isCancelled is true once cancel was requested; a cancel closure runs at most once
 
     func testIsCancelledIsTrueOnceRequestedEvenAfterSettling() {
         let (promise, resolver) = CancellablePromise<Int>.pending()
@@ -296,7 +298,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(defaultCaught as? CustomCancel, CustomCancel())  // not a cancellation error
     }
 
-    // MARK: Detail 4: observers vs steps
+    // MARK: Observers run with the cancellation, steps (recover included) do not
 
     func testRecoverNeverRunsForTheChainsOwnCancellation() {
         let (head, _) = CancellablePromise<Int>.pending()
@@ -358,7 +360,7 @@ final class CancellationSemanticsTests: XCTestCase {
         XCTAssertEqual(seen, ["tap", "ensure", "ensureThen", "ensureThen cp", "catch", "finally"])
     }
 
-    // MARK: Detail 5: asPromise / init(using:cancel:)
+    // MARK: asPromise and init(using:cancel:) settle as the cancellable promise
 
     func testAsPromiseSettlesAsTheCancellablePromise() {
         let (plain, resolver) = Promise<Int>.pending()

@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-// DESIGN's quality bars: 8 threads cancel while one fulfils, for 10,000 rounds. Every round
+// Cancel racing fulfil: 8 threads cancel while one fulfils, for 10,000 rounds. Every round
 // checks exactly-once settlement, a cancel closure called at most once and only when the
 // cancellation won, no step body once cancel() has returned, and `ensure` exactly once.
 

@@ -4,33 +4,8 @@ import Foundation
 import PromiseCore
 import XCTest
 
-// Stand-ins for the Apple-only pieces of the seed examples (URLSession, CLLocationManager,
+// Stand-ins for the Apple-only pieces of the documented examples (URLSession, CLLocationManager,
 // an HTTP client, UIKit views): tasks the test finishes itself, whose cancellation it can observe.
-
-/// A thread-safe counter.
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-
-    var value: Int { lock.withLock { count } }
-
-    @discardableResult
-    func increment() -> Int {
-        lock.withLock {
-            count += 1
-            return count
-        }
-    }
-}
-
-/// A thread-safe flag.
-final class Flag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var raised = false
-
-    var value: Bool { lock.withLock { raised } }
-    func raise() { lock.withLock { raised = true } }
-}
 
 /// The error a `FakeTask` rejects its promise with when it is cancelled.
 struct FakeTaskCancelled: Error, Equatable {}
@@ -103,11 +78,49 @@ final class FakeBackend: @unchecked Sendable {
     var startedNames: [String] { lock.withLock { order } }
 }
 
-/// An object that reports its deallocation, to observe leaks.
+/// An object that reports its deallocation, to observe leaks: capture one in a closure to see
+/// the closure released.
 final class DeinitProbe: @unchecked Sendable {
     let onDeinit: @Sendable () -> Void
     init(_ onDeinit: @escaping @Sendable () -> Void = {}) { self.onDeinit = onDeinit }
     deinit { onDeinit() }
+    func touch() {}
+    /// `touch()`, returning `true`: captures the probe in a `map` transform.
+    func touchedTrue() -> Bool { true }
+}
+
+/// Waits (without needing the main queue) for `thenable` to settle; `nil` after `seconds`.
+func waitForResult<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10) -> PromiseCore.Result<U.T>? {
+    let semaphore = DispatchSemaphore(value: 0)
+    let box = SendableBox<PromiseCore.Result<U.T>?>(nil)
+    thenable.pipe { result in
+        box.value = result
+        semaphore.signal()
+    }
+    _ = semaphore.wait(timeout: .now() + seconds)
+    return box.value
+}
+
+/// Polls `condition` every 10 ms for up to `seconds`.
+func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return condition()
+}
+
+extension PromiseCore.Result {
+    var fulfilledValue: T? {
+        if case .fulfilled(let value) = self { return value }
+        return nil
+    }
+
+    var rejectedError: Error? {
+        if case .rejected(let error) = self { return error }
+        return nil
+    }
 }
 
 extension XCTestCase {
@@ -146,16 +159,16 @@ extension XCTestCase {
         }
     }
 
-    /// Runs the main queue for a moment, so handlers queued there can run.
-    func drainMainQueue(_ seconds: TimeInterval = 0.05) {
-        let done = expectation(description: "main queue drained")
-        DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { done.fulfill() }
-        wait(for: [done], timeout: seconds + 10)
+    /// Lets the main queue run the work queued on it, and the work that this work queues there in
+    /// turn, up to `hops` steps deep: each pass queues a marker behind what is queued and waits for
+    /// it (the main queue is serial, so the marker runs after everything queued before it). A
+    /// synchronisation point, not a delay: call it before checking that a handler running on the
+    /// main queue (the default queue of every step) did *not* run.
+    func drainMainQueue(hops: Int = 10) {
+        for _ in 0..<hops {
+            let done = expectation(description: "main queue drained")
+            DispatchQueue.main.async { done.fulfill() }
+            wait(for: [done], timeout: 10)
+        }
     }
-}
-
-/// Hands a non-Sendable value to a closure the test knows runs safely.
-struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

@@ -53,13 +53,13 @@ final class LatestWinsTests: XCTestCase {
         let queue = DispatchQueue(label: "latest-wins-ui")
         queue.suspend()
         let first = Run()
-        let shown = expectation(description: "stale result shown")
-        shown.isInverted = true
-        let firstShown = latest.run { first.promise }.done(on: queue) { _ in shown.fulfill() }
+        let shown = Flag()
+        let firstShown = latest.run { first.promise }.done(on: queue) { _ in shown.raise() }
         first.resolver.fulfill("s")  // the task finished; its `done` waits for the queue
         latest.run { Run().promise }
         queue.resume()
-        wait(for: [shown], timeout: 0.2)
+        queue.sync {}  // the queued `done` has had its turn
+        XCTAssertFalse(shown.value, "the stale result was shown")
         XCTAssertEqual(firstShown.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(first.cancelled.value, 0, "a settled task is not cancelled")
     }

@@ -278,6 +278,8 @@ final class RetryTests: XCTestCase {
         result!.cancel()
         XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
         XCTAssertNil(machinery, "the timer was stopped and released everything at once")
+        // A fixed wait, the only way to show the stopped timer never fires: it outlasts the
+        // 0.2 s delay, after which the second attempt would have started.
         wait(for: [secondAttempt], timeout: 0.4)
         XCTAssertEqual(attempts.started, [1])
         XCTAssertEqual(attempts.cancelCount, 0, "the failed attempt had settled: nothing to cancel")

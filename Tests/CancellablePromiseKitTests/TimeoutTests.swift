@@ -12,7 +12,7 @@ final class TimeoutTests: XCTestCase {
     func testTimeoutRejectsWithTimeoutErrorSayingHowLongItWaited() throws {
         let (source, _) = Promise<Int>.pending()
         let start = Date()
-        let result = timeoutTestWait(for: source.timeout(seconds: 0.1))
+        let result = waitForResult(source.timeout(seconds: 0.1))
         let elapsed = Date().timeIntervalSince(start)
         guard case .rejected(let error)? = result else {
             return XCTFail("expected a rejection, got \(String(describing: result))")
@@ -29,14 +29,15 @@ final class TimeoutTests: XCTestCase {
         let (source, resolver) = Promise<Int>.pending()
         let timed = source.timeout(seconds: 0.2)
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.02) { resolver.fulfill(7) }
-        XCTAssertEqual(timeoutTestWait(for: timed)?.fulfilledValue, 7)
+        XCTAssertEqual(waitForResult(timed)?.fulfilledValue, 7)
+        // A fixed wait, the only way to show the timer never fires: past its 0.2 s deadline.
         Thread.sleep(forTimeInterval: 0.3)
         XCTAssertEqual(timed.value, 7)
     }
 
     func testTimeoutPassesARejectionThrough() {
         let timed = Promise<Int>(error: TimeoutTestError.boom).timeout(seconds: 5)
-        XCTAssertEqual(timeoutTestWait(for: timed)?.rejectedError as? TimeoutTestError, .boom)
+        XCTAssertEqual(waitForResult(timed)?.rejectedError as? TimeoutTestError, .boom)
     }
 
     func testTimeoutIsNotACancellationSoADefaultCatchSeesIt() {
@@ -57,18 +58,18 @@ final class TimeoutTests: XCTestCase {
             XCTAssertTrue(error is PromiseTimeoutError)
             return .value(-1)
         }
-        XCTAssertEqual(timeoutTestWait(for: recovered)?.fulfilledValue, -1)
+        XCTAssertEqual(waitForResult(recovered)?.fulfilledValue, -1)
     }
 
     func testGuaranteeTimeout() {
         let timed = after(seconds: 5).timeout(seconds: 0.05)
-        XCTAssertTrue(timeoutTestWait(for: timed)?.rejectedError is PromiseTimeoutError)
+        XCTAssertTrue(waitForResult(timed)?.rejectedError is PromiseTimeoutError)
     }
 
     func testZeroAndNegativeSecondsTimeOutAtOnceButAsynchronously() {
         for seconds in [0, -3] as [TimeInterval] {
             let timed = Promise<Int>.pending().promise.timeout(seconds: seconds)
-            XCTAssertEqual((timeoutTestWait(for: timed)?.rejectedError as? PromiseTimeoutError)?.seconds, seconds)
+            XCTAssertEqual((waitForResult(timed)?.rejectedError as? PromiseTimeoutError)?.seconds, seconds)
         }
     }
 
@@ -81,7 +82,7 @@ final class TimeoutTests: XCTestCase {
         }
         XCTAssertNotNil(weakTimed, "pending: kept by the timer and the source")
         resolver.fulfill(1)
-        XCTAssertTrue(timeoutTestEventually { weakTimed == nil }, "the 600 s timer still holds the promise")
+        XCTAssertTrue(eventually { weakTimed == nil }, "the 600 s timer still holds the promise")
     }
 
     func testAPendingTimeoutKeepsItselfAliveUntilItFires() {
@@ -93,21 +94,21 @@ final class TimeoutTests: XCTestCase {
             weakTimed = timed
         }
         wait(for: [fired], timeout: 5)
-        XCTAssertTrue(timeoutTestEventually { weakTimed == nil })
+        XCTAssertTrue(eventually { weakTimed == nil })
     }
 
     // MARK: Cancellable promises
 
     func testCancellableTimeoutCancelsTheSourceChainAndItsTaskWithTheTimeoutError() {
-        let cancelCalls = TimeoutTestCounter()
+        let cancelCalls = Counter()
         let source = CancellablePromise<Int> { _ in { cancelCalls.increment() } }
-        let mapped = TimeoutTestCounter()
+        let mapped = Counter()
         let timed = source.timeout(seconds: 0.1)
         let tail = timed.map(on: nil) { value -> Int in
             mapped.increment()
             return value
         }
-        let result = timeoutTestWait(for: tail)
+        let result = waitForResult(tail)
         XCTAssertEqual((result?.rejectedError as? PromiseTimeoutError)?.seconds, 0.1)
         XCTAssertTrue(source.error is PromiseTimeoutError, "the source is rejected with the timeout error")
         XCTAssertTrue(timed.error is PromiseTimeoutError)
@@ -133,7 +134,7 @@ final class TimeoutTests: XCTestCase {
     }
 
     func testCancellableTimeoutDoesNotFireWhenTheSourceSettlesFirst() {
-        let cancelCalls = TimeoutTestCounter()
+        let cancelCalls = Counter()
         var resolverRef: Resolver<Int>?
         let source = CancellablePromise<Int> { resolver in
             resolverRef = resolver
@@ -141,7 +142,8 @@ final class TimeoutTests: XCTestCase {
         }
         let timed = source.timeout(seconds: 0.15)
         resolverRef?.fulfill(3)
-        XCTAssertEqual(timeoutTestWait(for: timed)?.fulfilledValue, 3)
+        XCTAssertEqual(waitForResult(timed)?.fulfilledValue, 3)
+        // A fixed wait, the only way to show the timer never fires: past its 0.15 s deadline.
         Thread.sleep(forTimeInterval: 0.25)
         XCTAssertFalse(source.isCancelled)
         XCTAssertEqual(cancelCalls.value, 0)
@@ -152,7 +154,8 @@ final class TimeoutTests: XCTestCase {
         // `after` attaches its timer: the timeout cancels it, so the guarantee never resolves.
         let slow = after(seconds: 0.3)
         let timed = slow.cancellize().timeout(seconds: 0.05)
-        XCTAssertTrue(timeoutTestWait(for: timed)?.rejectedError is PromiseTimeoutError)
+        XCTAssertTrue(waitForResult(timed)?.rejectedError is PromiseTimeoutError)
+        // A fixed wait, the only way to show the stopped timer never fires: past its 0.3 s deadline.
         Thread.sleep(forTimeInterval: 0.45)
         XCTAssertTrue(slow.isPending, "the underlying timer was cancelled")
     }
@@ -162,6 +165,7 @@ final class TimeoutTests: XCTestCase {
         let timed = source.timeout(seconds: 0.1)
         timed.cancel()
         XCTAssertEqual(timed.error as? CancellablePromiseError, .cancelled)
+        // A fixed wait, the only way to show the timeout never fires: past its 0.1 s deadline.
         Thread.sleep(forTimeInterval: 0.2)
         XCTAssertEqual(source.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(timed.error as? CancellablePromiseError, .cancelled)
@@ -178,7 +182,7 @@ final class TimeoutTests: XCTestCase {
         }
         XCTAssertNotNil(weakContext, "the pending timer can still cancel the source")
         resolver.fulfill(1)
-        XCTAssertTrue(timeoutTestEventually { weakContext == nil }, "the 600 s timer still holds the chain")
+        XCTAssertTrue(eventually { weakContext == nil }, "the 600 s timer still holds the chain")
     }
 
     func testCancellableTimerIsReleasedWhenTheChainIsCancelled() {
@@ -188,74 +192,8 @@ final class TimeoutTests: XCTestCase {
             weakContext = timed.cancelContext
             timed.cancel()
         }
-        XCTAssertTrue(timeoutTestEventually { weakContext == nil }, "the 600 s timer still holds the chain")
+        XCTAssertTrue(eventually { weakContext == nil }, "the 600 s timer still holds the chain")
     }
 }
-
-// MARK: - Helpers (private to this file)
 
 private enum TimeoutTestError: Error, Equatable { case boom }
-
-private final class TimeoutTestCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() {
-        lock.lock()
-        count += 1
-        lock.unlock()
-    }
-    var value: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return count
-    }
-}
-
-private final class TimeoutTestResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Result<T>?
-    func set(_ result: Result<T>) {
-        lock.lock()
-        stored = result
-        lock.unlock()
-    }
-    var value: Result<T>? {
-        lock.lock()
-        defer { lock.unlock() }
-        return stored
-    }
-}
-
-/// Waits (without needing the main queue) for `thenable` to settle; `nil` after `seconds`.
-private func timeoutTestWait<U: Thenable>(for thenable: U, seconds: TimeInterval = 5) -> Result<U.T>? {
-    let semaphore = DispatchSemaphore(value: 0)
-    let box = TimeoutTestResultBox<U.T>()
-    thenable.pipe { result in
-        box.set(result)
-        semaphore.signal()
-    }
-    _ = semaphore.wait(timeout: .now() + seconds)
-    return box.value
-}
-
-/// Polls `condition` for up to `seconds`.
-private func timeoutTestEventually(seconds: TimeInterval = 2, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
-    }
-    return condition()
-}
-
-extension Result {
-    fileprivate var fulfilledValue: T? {
-        if case .fulfilled(let value) = self { return value }
-        return nil
-    }
-
-    fileprivate var rejectedError: Error? {
-        if case .rejected(let error) = self { return error }
-        return nil
-    }
-}

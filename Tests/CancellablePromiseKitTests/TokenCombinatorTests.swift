@@ -169,7 +169,7 @@ final class TokenCombinatorTests: XCTestCase {
         do {
             let combined = (a!.token || b!.token).map { true } && a!.token.flatMap { CancellationToken.none }
             weakCombined = combined
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             combined.onComplete { _ in probe.touch() }
         }
         a = nil
@@ -184,7 +184,7 @@ final class TokenCombinatorTests: XCTestCase {
             let b = CancellationRequest()
             let either = a.token || b.token
             let both = a.token && b.token
-            let boxes = TokenUnchecked((a, b))
+            let boxes = UncheckedBox((a, b))
             DispatchQueue.concurrentPerform(iterations: 2) { index in
                 if index == 0 { boxes.value.0.cancel() } else { boxes.value.1.cancel() }
             }

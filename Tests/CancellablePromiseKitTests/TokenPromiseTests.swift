@@ -33,10 +33,13 @@ final class TokenPromiseTests: XCTestCase {
         let ran = Counter()
         let item = DispatchWorkItem { ran.increment() }
         request.token.register(item)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2, execute: item)
+        let queue = DispatchQueue(label: "token-promise.work-item")
+        queue.suspend()  // the item is queued, but cannot start before the cancel
+        queue.async(execute: item)
         request.cancel()
         XCTAssertTrue(item.isCancelled)
-        Thread.sleep(forTimeInterval: 0.3)
+        queue.resume()
+        queue.sync {}  // the item's turn has come and gone
         XCTAssertEqual(ran.value, 0)
     }
 
@@ -106,7 +109,7 @@ final class TokenPromiseTests: XCTestCase {
         XCTAssertNil(weakPromise)
     }
 
-    // MARK: Promise(cancellationToken:resolver:) — seed 003 made first-class
+    // MARK: Promise(cancellationToken:resolver:): the token is checked before, during and after the work
 
     func testTokenPromiseFulfilsWhenNotCancelled() {
         let request = CancellationRequest()
@@ -169,7 +172,7 @@ final class TokenPromiseTests: XCTestCase {
             task = ManualTask(resolver)
             return {}
         }
-        let box = TokenUnchecked(task!)
+        let box = UncheckedBox(task!)
         request.token.onCancel { box.value.resolver.fulfill(1) }  // runs before the promise's own
         request.cancel()
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
@@ -225,7 +228,7 @@ final class TokenPromiseTests: XCTestCase {
         let request = CancellationRequest()
         let released = Counter()
         for value in 0..<1_000 {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             let promise = Promise<Int>(cancellationToken: request.token) { resolver in
                 resolver.fulfill(value)
                 return { probe.touch() }
@@ -242,7 +245,7 @@ final class TokenPromiseTests: XCTestCase {
         weak var weakPromise: Promise<Int>?
         weak var weakResolver: Resolver<Int>?
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             let promise = Promise<Int>(cancellationToken: request.token) { resolver in
                 weakResolver = resolver
                 return {

@@ -18,7 +18,7 @@ final class TokenStorageTests: XCTestCase {
         let transforms = Counter()
         weak var last: CancellationToken?
         for _ in 0..<rounds {
-            let probe = TokenLeakProbe { freed.increment() }
+            let probe = DeinitProbe { freed.increment() }
             let mapped = root.token.map {
                 probe.touch()
                 transforms.increment()
@@ -38,7 +38,7 @@ final class TokenStorageTests: XCTestCase {
         let freed = Counter()
         weak var last: CancellationToken?
         for _ in 0..<rounds {
-            let probe = TokenLeakProbe { freed.increment() }
+            let probe = DeinitProbe { freed.increment() }
             let flat = root.token.flatMap {
                 probe.touch()
                 return CancellationToken.none
@@ -100,7 +100,7 @@ final class TokenStorageTests: XCTestCase {
         let other = CancellationRequest()
         let freed = Counter()
         for _ in 0..<rounds / 4 {
-            let probe = TokenLeakProbe { freed.increment() }
+            let probe = DeinitProbe { freed.increment() }
             let chain = ((root.token || other.token).map { probe.touchedTrue() } && root.token).flatMap { other.token }
             _ = chain
         }
@@ -114,7 +114,7 @@ final class TokenStorageTests: XCTestCase {
     func testUnheldDerivedTokensStillRunTheirHandlersWhenTheRootIsCancelled() {
         let root = CancellationRequest()
         let other = CancellationRequest()
-        let log = TokenLog<String>()
+        let log = Recorder<String>()
         let spy = TokenCancellableSpy()
         weak var mapped: CancellationToken?
         weak var either: CancellationToken?
@@ -163,7 +163,7 @@ final class TokenStorageTests: XCTestCase {
 
     func testUnheldDerivedTokenRunsItsHandlersWhenItCompletesNotCancelled() {
         var root: CancellationRequest? = CancellationRequest()
-        let completions = TokenLog<Bool>()
+        let completions = Recorder<Bool>()
         weak var mapped: CancellationToken?
         do {
             let m = root!.token.map { true }
@@ -203,7 +203,7 @@ final class TokenStorageTests: XCTestCase {
         var first: CancellationRegistration?
         var second: CancellationRegistration?
         do {
-            let probe = TokenLeakProbe { freed.increment() }
+            let probe = DeinitProbe { freed.increment() }
             let m = root.token.map {
                 probe.touch()
                 return true
@@ -244,7 +244,7 @@ final class TokenStorageTests: XCTestCase {
         let other = CancellationRequest()
         let freed = Counter()
         for round in 0..<rounds {
-            let probe = TokenLeakProbe { freed.increment() }
+            let probe = DeinitProbe { freed.increment() }
             let derived: CancellationToken
             switch round % 3 {
             case 0: derived = root.token.map { probe.touchedTrue() }
@@ -336,7 +336,7 @@ final class TokenStorageTests: XCTestCase {
         conf.logHandler = { _ in }  // every abandoned resolver reports a pending promise
         defer { conf.logHandler = previous }
         for _ in 0..<10_000 {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             // The task drops its resolver: nothing can settle the promise or observe it.
             _ = Promise<Int>(cancellationToken: root.token) { _ in { probe.touch() } }
         }

@@ -33,7 +33,7 @@ final class TokenStressTests: XCTestCase {
         let requests = (0..<rounds).map { _ in CancellationRequest() }
         let runs = (0..<rounds).map { _ in Counter() }
         let expected = (0..<rounds).map { _ in Counter() }
-        let box = TokenUnchecked((requests, runs, expected))
+        let box = UncheckedBox((requests, runs, expected))
         onThreads(threads) { thread in
             let (requests, runs, expected) = box.value
             for round in 0..<rounds {
@@ -75,10 +75,10 @@ final class TokenStressTests: XCTestCase {
         let tokens: [CancellationToken]
         var requests: [CancellationRequest?] = (0..<rounds).map { _ in CancellationRequest() }
         tokens = requests.map { $0!.token }
-        let completions = (0..<rounds).map { _ in TokenLog<Bool>() }
+        let completions = (0..<rounds).map { _ in Recorder<Bool>() }
         let registered = (0..<rounds).map { _ in Counter() }
-        let box = TokenUnchecked((tokens, completions, registered))
-        let releaser = TokenUnchecked(UnsafeMutableBufferPointer<CancellationRequest?>.allocate(capacity: rounds))
+        let box = UncheckedBox((tokens, completions, registered))
+        let releaser = UncheckedBox(UnsafeMutableBufferPointer<CancellationRequest?>.allocate(capacity: rounds))
         _ = releaser.value.initialize(from: requests)
         requests = []
         onThreads(4) { thread in
@@ -106,7 +106,7 @@ final class TokenStressTests: XCTestCase {
         let either = (0..<rounds).map { a[$0].token || b[$0].token }
         let both = (0..<rounds).map { a[$0].token && b[$0].token }
         let mapped = (0..<rounds).map { a[$0].token.map { true } }
-        let box = TokenUnchecked((a, b))
+        let box = UncheckedBox((a, b))
         onThreads(3) { thread in
             let (a, b) = box.value
             for round in 0..<rounds {
@@ -133,7 +133,7 @@ final class TokenStressTests: XCTestCase {
         let expected = (0..<rounds).map { _ in Counter() }
         let spies = (0..<rounds).map { _ in TokenCancellableSpy() }
         let transformsFreed = Counter()
-        let box = TokenUnchecked((a, b, runs, expected, spies))
+        let box = UncheckedBox((a, b, runs, expected, spies))
         onThreads(6) { thread in
             let (a, b, runs, expected, spies) = box.value
             for round in 0..<rounds {
@@ -144,7 +144,7 @@ final class TokenStressTests: XCTestCase {
                     b[round].cancel()
                 case 2:
                     // Dropped at once: the handler keeps both derived tokens alive.
-                    let probe = TokenLeakProbe { transformsFreed.increment() }
+                    let probe = DeinitProbe { transformsFreed.increment() }
                     expected[round].increment()
                     (a[round].token || b[round].token).map { probe.touchedTrue() }.onCancel {
                         runs[round].increment()
@@ -182,9 +182,9 @@ final class TokenStressTests: XCTestCase {
         let rounds = 10_000
         let root = CancellationRequest()  // long-lived, cancelled at the end
         let other = CancellationRequest()
-        let kept = (0..<4).map { _ in TokenLog<CancellationToken>() }
+        let kept = (0..<4).map { _ in Recorder<CancellationToken>() }
         let cancels = Counter()
-        let box = TokenUnchecked(kept)
+        let box = UncheckedBox(kept)
         onThreads(4) { thread in
             for round in 0..<rounds {
                 let derived: CancellationToken
@@ -221,7 +221,7 @@ final class TokenStressTests: XCTestCase {
                 return { taskCancels[round].increment() }
             }
         }
-        let box = TokenUnchecked((requests, resolvers, promises))
+        let box = UncheckedBox((requests, resolvers, promises))
         onThreads(3) { thread in
             let (requests, resolvers, promises) = box.value
             for round in 0..<rounds {
@@ -250,7 +250,7 @@ final class TokenStressTests: XCTestCase {
         let rounds = 10_000
         let request = CancellationRequest()  // long-lived, never cancelled
         let pairs = (0..<rounds).map { _ in CancellablePromise<Int>.pending() }
-        let box = TokenUnchecked(pairs)
+        let box = UncheckedBox(pairs)
         onThreads(2) { thread in
             for round in 0..<rounds {
                 if thread == 0 {
@@ -267,7 +267,7 @@ final class TokenStressTests: XCTestCase {
         for _ in 0..<10_000 {
             let a = CancellationRequest()
             let b = CancellationRequest()
-            let box = TokenUnchecked((a, b))
+            let box = UncheckedBox((a, b))
             a.token.onCancel { box.value.1.cancel() }
             b.token.onCancel { box.value.0.cancel() }
             DispatchQueue.concurrentPerform(iterations: 2) { index in

@@ -3,27 +3,8 @@ import Dispatch
 import Foundation
 import XCTest
 
-// Helpers of the token and async tests. Names start with `Token` or `StandIn` so that they do
-// not collide with the helpers of the other test files of this target.
-
-/// A thread-safe list of values, in the order they were appended.
-final class TokenLog<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [Value] = []
-
-    var all: [Value] { lock.withLock { values } }
-    func append(_ value: Value) { lock.withLock { values.append(value) } }
-}
-
-/// Counts its deinitialisations: capture one in a closure to see the closure released.
-final class TokenLeakProbe: @unchecked Sendable {
-    private let onDeinit: @Sendable () -> Void
-    init(_ onDeinit: @escaping @Sendable () -> Void = {}) { self.onDeinit = onDeinit }
-    deinit { onDeinit() }
-    func touch() {}
-    /// `touch()`, returning `true`: captures the probe in a `map` transform.
-    func touchedTrue() -> Bool { true }
-}
+// Helpers of the token and async tests: a `Cancellable` spy and dispatch-based stand-ins for
+// URLSession and its data tasks. The thread-safe boxes are in ThreadSafeBoxes.swift.
 
 /// A `Cancellable` that counts `cancel()` calls and records on which queue the first came.
 final class TokenCancellableSpy: Cancellable, @unchecked Sendable {
@@ -90,7 +71,7 @@ final class StandInDataTask: Cancellable, @unchecked Sendable {
             return self.completion
         }
         guard let completion else { return }
-        let boxed = TokenUnchecked(completion)
+        let boxed = UncheckedBox(completion)
         DispatchQueue.global().async {
             self.lock.withLock { self.currentState = .completed }
             boxed.value(nil, nil, StandInCancelledError())
@@ -126,10 +107,4 @@ final class StandInURLSession: @unchecked Sendable {
     func task(for url: URL) -> StandInDataTask? {
         lock.withLock { created.last { $0.url == url } }
     }
-}
-
-/// Hands a value the test knows to be used safely to another thread.
-struct TokenUnchecked<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

@@ -147,7 +147,7 @@ final class TokenTests: XCTestCase {
         var runs = 0
         var registration: CancellationRegistration?
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             registration = request.token.onCancel {
                 probe.touch()
                 runs += 1
@@ -190,8 +190,8 @@ final class TokenTests: XCTestCase {
         let released = Counter()
         let request = CancellationRequest()
         do {
-            let probeA = TokenLeakProbe { released.increment() }
-            let probeB = TokenLeakProbe { released.increment() }
+            let probeA = DeinitProbe { released.increment() }
+            let probeB = DeinitProbe { released.increment() }
             request.token.onCancel { probeA.touch() }
             request.token.onComplete { _ in probeB.touch() }
         }
@@ -206,7 +206,7 @@ final class TokenTests: XCTestCase {
         var request: CancellationRequest? = CancellationRequest()
         let token = request!.token  // the task keeps its token
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             token.onCancel { probe.touch() }
             token.onComplete { _ in probe.touch() }
         }
@@ -314,7 +314,7 @@ final class TokenTests: XCTestCase {
     func testHandlerThatCancelsTheSameRequestDoesNotDeadlock() {
         let request = CancellationRequest()
         let runs = Counter()
-        let box = TokenUnchecked(request)
+        let box = UncheckedBox(request)
         request.token.onCancel {
             box.value.cancel()
             runs.increment()
@@ -333,7 +333,7 @@ final class TokenTests: XCTestCase {
             token.onCancel { inner.increment() }  // runs at once
             token.onComplete { _ in inner.increment() }
         }
-        let box = TokenUnchecked(request)
+        let box = UncheckedBox(request)
         runWithoutDeadlock { box.value.cancel() }
         XCTAssertEqual(inner.value, 2)
     }
@@ -345,7 +345,7 @@ final class TokenTests: XCTestCase {
         var laterRan = false
         token.onCancel { XCTAssertFalse(later!.remove()) }  // already taken out: runs anyway
         later = token.onCancel { laterRan = true }
-        let box = TokenUnchecked(request)
+        let box = UncheckedBox(request)
         runWithoutDeadlock { box.value.cancel() }
         XCTAssertTrue(laterRan)
     }
@@ -376,7 +376,7 @@ final class TokenTests: XCTestCase {
         }
         let fastRan = Counter()
         fast.token.onCancel { fastRan.increment() }
-        let slowBox = TokenUnchecked(slow)
+        let slowBox = UncheckedBox(slow)
         DispatchQueue.global().async { slowBox.value.cancel() }
         XCTAssertEqual(slowStarted.wait(timeout: .now() + 5), .success)
         fast.cancel()  // runs its handler at once although the other token's handler blocks

@@ -90,7 +90,7 @@ final class WhenWhileTests: XCTestCase {
         conditionResolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         resolver.fulfill(1)
-        runWorkQueuedOnMain()
+        drainMainQueue()
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
     }
 
@@ -255,7 +255,7 @@ final class WhenWhileTests: XCTestCase {
         let (condition, conditionResolver) = Promise<Void>.pending()
         var resolvers: [Resolver<Int>] = []
         var outputs: [Promise<Int>] = []
-        let order = Recorded<Int>()
+        let order = Recorder<Int>()
         let freed = Counter()
         withoutLogging {
             for index in 0..<1_000 {
@@ -342,13 +342,6 @@ final class WhenWhileTests: XCTestCase {
         return outcome
     }
 
-    /// Returns once the main queue has run the work queued on it so far (it is serial).
-    private func runWorkQueuedOnMain() {
-        let ran = expectation(description: "main queue ran its queued work")
-        DispatchQueue.main.async { ran.fulfill() }
-        wait(for: [ran], timeout: 10)
-    }
-
     /// Runs `body` with `conf.logHandler` silenced: abandoned resolvers report pending promises.
     private func withoutLogging(_ body: () -> Void) {
         let previous = conf.logHandler
@@ -356,11 +349,4 @@ final class WhenWhileTests: XCTestCase {
         defer { conf.logHandler = previous }
         body()
     }
-}
-
-/// A list safe to append to from any thread.
-private final class Recorded<Element>: @unchecked Sendable {
-    private let cell = Locked<[Element]>([])
-    func append(_ element: Element) { cell.withLock { $0.append(element) } }
-    var all: [Element] { cell.withLock { $0 } }
 }

@@ -143,24 +143,12 @@ final class ExampleScenarioTests: XCTestCase {
     }
 
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
-        let lines = Locked<[String]>([])
+        let lines = Recorder<String>()
         let over = expectation(description: "runner over")
-        ExampleRunner.run([.mirrors]) { line in lines.withLock { $0.append(line) } }.done(on: nil) { over.fulfill() }
+        ExampleRunner.run([.mirrors]) { line in lines.append(line) }.done(on: nil) { over.fulfill() }
         wait(for: [over], timeout: 20)
-        let output = lines.withLock { $0 }
+        let output = lines.all
         XCTAssertEqual(output.first, "== mirrors: race(fulfilled:autoCancel: true) of four simulated mirrors")
         XCTAssertTrue(output.contains { $0.contains("race") && $0.contains("won by us-east") })
-    }
-}
-
-/// A tiny lock-protected box for collecting output from several threads.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }

@@ -69,6 +69,7 @@ final class FreeFunctionTests: XCTestCase {
     func testCancellingTheAttachedTimerOfAfterStopsIt() {
         let g = after(.milliseconds(50))
         g.promise.attachedCancellation?.cancel()
+        // A fixed wait, the only way to show the stopped timer never fires: past its 50 ms deadline.
         Thread.sleep(forTimeInterval: 0.2)
         XCTAssertTrue(g.isPending)
     }

@@ -29,26 +29,6 @@ func pmkCase(_ error: Error?) -> String? {
     }
 }
 
-/// A counter safe to bump from any thread.
-final class Counter: @unchecked Sendable {
-    private let cell = Locked(0)
-    init() {}
-    @discardableResult func increment() -> Int {
-        cell.withLock {
-            $0 += 1; return $0
-        }
-    }
-    var value: Int { cell.withLock { $0 } }
-}
-
-/// A list safe to append to from any thread.
-final class Recorder<Element>: @unchecked Sendable {
-    private let cell = Locked<[Element]>([])
-    init() {}
-    func append(_ element: Element) { cell.withLock { $0.append(element) } }
-    var all: [Element] { cell.withLock { $0 } }
-}
-
 /// A serial queue that can tell whether the current code runs on it.
 final class TaggedQueue: @unchecked Sendable {
     let queue: DispatchQueue
@@ -151,12 +131,5 @@ extension XCTestCase {
         case .rejected(let error)?: return error
         case nil: return nil
         }
-    }
-
-    /// Lets the main queue run the work already queued on it.
-    func drainMainQueue(file: StaticString = #filePath, line: UInt = #line) {
-        let done = expectation(description: "main queue drained")
-        DispatchQueue.main.async { done.fulfill() }
-        wait(for: [done], timeout: 10)
     }
 }

@@ -13,9 +13,9 @@ final class NotificationCenterPromiseTests: XCTestCase {
         XCTAssertTrue(guarantee.isPending)
         let resolvedOnPostingThread = SendableBox(false)
         let posted = expectation(description: "posted")
-        let senderBox = UncheckedSender(sender)
+        let senderBox = UncheckedBox(sender)
         Thread.detachNewThread { [center, ping] in
-            let sender = senderBox.object
+            let sender = senderBox.value
             let thread = Thread.current
             guarantee.done(on: nil) { _ in resolvedOnPostingThread.value = Thread.current == thread }
             center.post(name: ping, object: sender, userInfo: ["n": 1])
@@ -99,9 +99,4 @@ final class NotificationCenterPromiseTests: XCTestCase {
             XCTAssertFalse(cancellable.isPending)
         }
     }
-}
-
-private struct UncheckedSender: @unchecked Sendable {
-    let object: NSObject
-    init(_ object: NSObject) { self.object = object }
 }

@@ -132,6 +132,8 @@ final class ProcessPromiseTests: XCTestCase {
         XCTAssertTrue(eventually { procName(pid) == "sleep" })
         running.cancel()
         XCTAssertTrue(running.isRejected)
+        // A fixed wait, half of killAfter: a process that did not ignore SIGTERM would be gone by
+        // then, and no event tells that a signal was ignored.
         Thread.sleep(forTimeInterval: 0.1)
         XCTAssertNotNil(procState(pid), "SIGTERM is ignored: still running before killAfter")
         XCTAssertTrue(eventually(seconds: 5) { procState(pid) == nil }, "not killed and reaped")

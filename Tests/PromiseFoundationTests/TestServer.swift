@@ -117,24 +117,3 @@ func syncGet(_ url: URL, timeout: TimeInterval = 10) throws -> Data {
     if let error { throw error }
     return data ?? Data()
 }
-
-/// A lock-protected value shared between threads of a test.
-final class SendableBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    init(_ value: Value) { stored = value }
-
-    var value: Value {
-        get {
-            lock.lock()
-            defer { lock.unlock() }
-            return stored
-        }
-        set {
-            lock.lock()
-            stored = newValue
-            lock.unlock()
-        }
-    }
-}

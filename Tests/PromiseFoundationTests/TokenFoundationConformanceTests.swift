@@ -18,7 +18,7 @@ final class TokenFoundationConformanceTests: XCTestCase {
         defer { session.invalidateAndCancel() }
         let request = CancellationRequest()
         let completed = expectation(description: "completion handler")
-        let receivedError = TokenFoundationBox<Error?>(nil)
+        let receivedError = SendableBox<Error?>(nil)
         let task = session.dataTask(with: closedPort) { _, _, error in
             receivedError.value = error
             completed.fulfill()
@@ -46,7 +46,7 @@ final class TokenFoundationConformanceTests: XCTestCase {
     }
 
     func testTokenBoundPromiseOverURLSessionTask() {
-        // The seed pattern over a real task: rejected with the cancellation error, not the
+        // A token-bound promise over a real task: rejected with the cancellation error, not the
         // task's own URLError.cancelled.
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
@@ -103,16 +103,6 @@ final class TokenFoundationConformanceTests: XCTestCase {
         }
         XCTAssertNil(weakProcess)
         XCTAssertFalse(Process().isCancelled)  // a new object at a reused address is not cancelled
-    }
-}
-
-private final class TokenFoundationBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    var value: Value {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
     }
 }
 

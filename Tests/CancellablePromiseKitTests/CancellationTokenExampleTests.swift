@@ -3,8 +3,10 @@ import Dispatch
 import Foundation
 import XCTest
 
-// Seed 004 (a cancellation library's README), each example as a test. The network is a
-// `StandInURLSession` (no network). Adapted names:
+// The README of a cancellation-token library for Swift, each example as a test, in this
+// library's names: a request and its token, registering a `Cancellable`, the token as a future
+// of a `Bool`, and the token combinators. The network is a `StandInURLSession` (no network).
+// Adapted names:
 //   CancellationTokenType (protocol)          → CancellationToken (final class)
 //   Cancelable                                → Cancellable
 //   register(cancelable:) / (cancelable:queue:) → register(_:) / register(_:on:)
@@ -68,7 +70,7 @@ private func task(
 private final class ViewController {
     let session: StandInURLSession
     var cancellationRequest = CancellationRequest()
-    let results = TokenLog<Result<Data>>()  // appended from URLSession-like callback queues
+    let results = Recorder<Result<Data>>()  // appended from URLSession-like callback queues
 
     init(session: StandInURLSession) { self.session = session }
 
@@ -85,7 +87,7 @@ private final class ViewController {
     }
 }
 
-final class TokenSeed004ExampleTests: XCTestCase {
+final class CancellationTokenExampleTests: XCTestCase {
     private let url = URL(string: "https://example.invalid/data")!
 
     // MARK: Overview
@@ -100,7 +102,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
     func testPollingTaskStopsWhenCancelled() {
         let cr = CancellationRequest()
         let finished = expectation(description: "completion")
-        let outcome = TokenLog<String>()
+        let outcome = Recorder<String>()
         task(param: 1, cancellationToken: cr.token) { result, error in
             outcome.append(error.map { "\($0.isCancelled ? "cancelled" : "failed")" } ?? "value \(result!)")
             finished.fulfill()
@@ -113,7 +115,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
     func testURLSessionExtensionWithOnCancelCancelsTheTask() {
         let session = StandInURLSession()
         let cr = CancellationRequest()
-        let errors = TokenLog<Error>()
+        let errors = Recorder<Error>()
         let completed = expectation(description: "completion")
         session.data(from: url, cancellationToken: cr.token) { _, _, error in
             errors.append(error!)
@@ -173,14 +175,14 @@ final class TokenSeed004ExampleTests: XCTestCase {
     }
 
     func testRegisterCancelableOnQueueHonoursTheQueue() {
-        let queue = DispatchQueue(label: "seed004.register")
-        queue.setSpecific(key: TokenCancellableSpy.queueKey, value: "seed004.register")
+        let queue = DispatchQueue(label: "token-example.register")
+        queue.setSpecific(key: TokenCancellableSpy.queueKey, value: "token-example.register")
         let cr = CancellationRequest()
         let spy = TokenCancellableSpy()
         cr.token.register(spy, on: queue)
         cr.cancel()
         queue.sync {}
-        XCTAssertEqual(spy.cancelQueueLabels, ["seed004.register"])
+        XCTAssertEqual(spy.cancelQueueLabels, ["token-example.register"])
     }
 
     func testViewControllerCancelsOnDisappearAndReplacingTheRequestInvalidatesOldHandlers() {
@@ -220,7 +222,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
         var onCompleteValue: Bool?
         var onCancelRan = false
         do {
-            let probe = TokenLeakProbe { released.increment() }
+            let probe = DeinitProbe { released.increment() }
             token.onCancel {
                 probe.touch()
                 onCancelRan = true
@@ -263,9 +265,9 @@ final class TokenSeed004ExampleTests: XCTestCase {
     }
 
     func testAndImplementedWithFlatMapAndMapAsInTheReadme() {
-        // The README's `&&`, written with the combinators (named `seedAnd` here, since the
+        // The README's `&&`, written with the combinators (named `readmeAnd` here, since the
         // library defines `&&` itself with the same cancellation semantics).
-        func seedAnd(_ left: CancellationToken, _ right: CancellationToken) -> CancellationToken {
+        func readmeAnd(_ left: CancellationToken, _ right: CancellationToken) -> CancellationToken {
             left.flatMap {
                 //  executes only when left has been cancelled.
                 right.map {
@@ -277,16 +279,16 @@ final class TokenSeed004ExampleTests: XCTestCase {
         for (cancelLeft, cancelRight) in [(true, true), (true, false), (false, true), (false, false)] {
             var left: CancellationRequest? = CancellationRequest()
             var right: CancellationRequest? = CancellationRequest()
-            let seed = seedAnd(left!.token, right!.token)
+            let readme = readmeAnd(left!.token, right!.token)
             let ours = left!.token && right!.token
             if cancelLeft { left!.cancel() }
             if cancelRight { right!.cancel() }
             left = nil
             right = nil
-            XCTAssertTrue(seed.isCompleted)
+            XCTAssertTrue(readme.isCompleted)
             XCTAssertTrue(ours.isCompleted)
-            XCTAssertEqual(seed.isCancelled, cancelLeft && cancelRight)
-            XCTAssertEqual(ours.isCancelled, seed.isCancelled)
+            XCTAssertEqual(readme.isCancelled, cancelLeft && cancelRight)
+            XCTAssertEqual(ours.isCancelled, readme.isCancelled)
         }
     }
 
@@ -296,7 +298,7 @@ final class TokenSeed004ExampleTests: XCTestCase {
         let either = left!.token || right!.token
         left = nil
         right = nil
-        XCTAssertTrue(either.isCompleted)  // the seed library's `||` stays pending forever here
+        XCTAssertTrue(either.isCompleted)  // the README library's `||` stays pending forever here
         XCTAssertFalse(either.isCancelled)
     }
 

@@ -2,14 +2,18 @@ import CancellablePromiseKit
 import Foundation
 import XCTest
 
-// Every example and behaviour of seed 001 (CancellablePromiseKit's README), including its TODO
-// list. Adapted: `Task(…)` (Swift's `Task` since) → `StubTask` / `tasks.start(…)`; `let
+// The examples of the original CancellablePromiseKit README (the PromiseKit 6 add-on), as a user
+// writes them: wrapping a callback-style task in a `CancellablePromise`, `race` and `when` with
+// `autoCancel`, cancelling a `then` chain, `asPromise` / `asCancellable`, the other initialisers
+// and the wrapper whose body receives a `cancelPromise`, with `when(_:while:)`.
+//
+// Adapted: `Task(…)` (Swift's `Task` since) → `StubTask` / `tasks.start(…)`; `let
 // existingPromise, existingResolver = …` → `let (existingPromise, existingResolver) = …`;
 // `task2. value!` → `task2.value!`; the first `cancelPromise` example's last `when` mixes a
 // `Promise<String>` and a `Promise<Void>`, so it is `when(fulfilled: [any Thenable])` followed by
 // `.map { $0[0] as! String }`.
 
-/// The seed's `Task(…)`: a callback-style task with `completion` and `cancel()`.
+/// The README's `Task(…)`: a callback-style task with `completion` and `cancel()`.
 final class StubTask: @unchecked Sendable {
     var completion: ((String?, Error?) -> Void)?
     private(set) var cancelCount = 0
@@ -17,7 +21,7 @@ final class StubTask: @unchecked Sendable {
     func cancel() { cancelCount += 1 }
 }
 
-final class Seed001ExampleTests: XCTestCase {
+final class CancellableWrapperExampleTests: XCTestCase {
     // MARK: Making cancellable Promises
 
     var printed: [String] = []
@@ -157,7 +161,7 @@ final class Seed001ExampleTests: XCTestCase {
 
     // MARK: then
 
-    /// The seed's example with `cancellablePromise1` still pending: the chain cancels it, and the
+    /// The README's example with `cancellablePromise1` still pending: the chain cancels it, and the
     /// body that would return `cancellablePromise2` never runs, so `cancellablePromise2` never
     /// joins the chain (no code can know about it before the body returns it).
     func testThenChainCancelWhileFirstPendingCancelsFirstAndNeverRunsBody() {

@@ -3,7 +3,9 @@ import Dispatch
 import Foundation
 import XCTest
 
-// Seed 003 (a cancellation-token convention for PromiseKit code), each example as a test.
+// A convention for PromiseKit code in which every function that starts work takes an optional
+// cancellation token: the hand-written form of the convention, each of its examples as a test,
+// next to the first-class form `Promise(cancellationToken:)`.
 // The network is a `StandInURLSession` whose tasks the test finishes by hand. Adapted names:
 //   PromiseCancellationToken (passed to functions) → CancellationToken (from a CancellationRequest)
 //   PromiseCancellationToken() / token.cancel()    → CancellationRequest() / request.cancel()
@@ -14,10 +16,10 @@ import XCTest
 //   error.isCancelledError                          → error.isCancelled
 //   URLSession.shared.dataTask(with:)              → StandInURLSession().dataTask(with:)
 
-private final class Seed003Client: @unchecked Sendable {
+private final class FetchClient: @unchecked Sendable {
     let session = StandInURLSession()
 
-    // The seed's `cancellableFetchData`, as written (names adapted).
+    // The convention's hand-written `cancellableFetchData`, as written (names adapted).
     func cancellableFetchData(with url: URL, cancellationToken: CancellationToken? = nil) -> Promise<Data> {
         var dataTask: StandInDataTask?
         let (promise, resolver) = Promise<Data>.pending()
@@ -60,7 +62,7 @@ private final class Seed003Client: @unchecked Sendable {
         }
     }
 
-    // The seed's `noncancellableFetchData`, as written.
+    // The convention's `noncancellableFetchData`, as written.
     func noncancellableFetchData(with url: URL) -> Promise<Data> {
         var dataTask: StandInDataTask?
         let (promise, resolver) = Promise<Data>.pending()
@@ -78,22 +80,22 @@ private final class Seed003Client: @unchecked Sendable {
     }
 }
 
-final class TokenSeed003ExampleTests: XCTestCase {
+final class TokenArgumentExampleTests: XCTestCase {
     private let google = URL(string: "https://www.google.com")!
     private let apple = URL(string: "https://www.apple.com")!
 
-    // MARK: cancellableFetchData (the seed's code)
+    // MARK: cancellableFetchData (the hand-written form)
 
-    func testSeedCancellableFetchDataFulfilsWithoutCancellation() {
-        let client = Seed003Client()
+    func testHandWrittenCancellableFetchDataFulfilsWithoutCancellation() {
+        let client = FetchClient()
         let request = CancellationRequest()
         let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
         client.session.task(for: google)!.finish(data: Data([1, 2]))
         XCTAssertEqual(promise.value, Data([1, 2]))
     }
 
-    func testSeedCancellableFetchDataRejectsWhenTokenCancelled() {
-        let client = Seed003Client()
+    func testHandWrittenCancellableFetchDataRejectsWhenTokenCancelled() {
+        let client = FetchClient()
         let request = CancellationRequest()
         let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
         let task = client.session.task(for: google)!
@@ -103,10 +105,10 @@ final class TokenSeed003ExampleTests: XCTestCase {
         XCTAssertTrue(promise.error!.isCancelled)
     }
 
-    func testSeedCancellableFetchDataChecksTokenAgainOnCompletion() {
+    func testHandWrittenCancellableFetchDataChecksTokenAgainOnCompletion() {
         // The server answers just as the user cancels: the completion handler runs once the
-        // token is cancelled but before the seed's cancel command, and must reject.
-        let client = Seed003Client()
+        // token is cancelled but before the hand-written cancel command, and must reject.
+        let client = FetchClient()
         let request = CancellationRequest()
         var task: StandInDataTask?
         var promiseRejectedByCompletion = false
@@ -122,10 +124,10 @@ final class TokenSeed003ExampleTests: XCTestCase {
         XCTAssertEqual(promise?.error as? CancellablePromiseError, .cancelled)
     }
 
-    func testSeedCancellableFetchDataLeavesPromisePendingWithoutDataOrError() {
-        // A caveat of the seed's completion handler, kept as written: neither data nor error
+    func testHandWrittenCancellableFetchDataLeavesPromisePendingWithoutDataOrError() {
+        // A caveat of the hand-written completion handler, kept as written: neither data nor error
         // leaves the promise pending until the token is cancelled.
-        let client = Seed003Client()
+        let client = FetchClient()
         let request = CancellationRequest()
         let promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
         client.session.task(for: google)!.finish(data: nil, error: nil)
@@ -134,15 +136,15 @@ final class TokenSeed003ExampleTests: XCTestCase {
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 
-    func testSeedCancellableFetchDataWithoutTokenIsAPlainPromise() {
-        let client = Seed003Client()
+    func testHandWrittenCancellableFetchDataWithoutTokenIsAPlainPromise() {
+        let client = FetchClient()
         let promise = client.cancellableFetchData(with: google)
         client.session.task(for: google)!.finish(data: Data([3]))
         XCTAssertEqual(promise.value, Data([3]))
     }
 
-    func testSeedNoncancellableFetchData() {
-        let client = Seed003Client()
+    func testHandWrittenNoncancellableFetchData() {
+        let client = FetchClient()
         let promise = client.noncancellableFetchData(with: google)
         client.session.task(for: google)!.finish(data: Data([4]))
         XCTAssertEqual(promise.value, Data([4]))
@@ -151,7 +153,7 @@ final class TokenSeed003ExampleTests: XCTestCase {
     // MARK: The first-class form
 
     func testFirstClassFetchDataRejectsAndCancelsTask() {
-        let client = Seed003Client()
+        let client = FetchClient()
         let request = CancellationRequest()
         let promise = client.fetchData(with: google, cancellationToken: request.token)
         let task = client.session.task(for: google)!
@@ -164,28 +166,28 @@ final class TokenSeed003ExampleTests: XCTestCase {
     }
 
     func testFirstClassFetchDataDoesNotStartWithCancelledToken() {
-        let client = Seed003Client()
+        let client = FetchClient()
         let request = CancellationRequest()
         request.cancel()
         let promise = client.fetchData(with: google, cancellationToken: request.token)
-        XCTAssertTrue(client.session.tasks.isEmpty)  // the seed's version would start a request
+        XCTAssertTrue(client.session.tasks.isEmpty)  // the hand-written form would start a request
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 
     func testFirstClassFetchDataRejectsWithInvalidCallingConventionWhenNoDataAndNoError() {
-        let client = Seed003Client()
+        let client = FetchClient()
         let promise = client.fetchData(with: google, cancellationToken: CancellationRequest().token)
         client.session.task(for: google)!.finish(data: nil, error: nil)
-        XCTAssertNotNil(promise.error)  // never left pending, unlike the seed's sample
+        XCTAssertNotNil(promise.error)  // never left pending, unlike the hand-written form
         XCTAssertFalse(promise.error!.isCancelled)
     }
 
     // MARK: doSomeChaining
 
-    /// The seed's `doSomeChaining`, with the token cancelled during the non-cancellable step.
-    func testSeedDoSomeChainingCancelledDuringTheNonCancellableStep() {
+    /// The convention's `doSomeChaining`, with the token cancelled during the non-cancellable step.
+    func testDoSomeChainingCancelledDuringTheNonCancellableStep() {
         for useFirstClassForm in [false, true] {
-            let client = Seed003Client()
+            let client = FetchClient()
             let request = CancellationRequest()
             let token = request.token
             let fetch: (URL, CancellationToken?) -> Promise<Data> =
@@ -227,10 +229,10 @@ final class TokenSeed003ExampleTests: XCTestCase {
                 // The next cancellable step gets a cancelled token and does not start at all.
                 XCTAssertEqual(client.session.tasks.count, 3)
             } else {
-                // The seed's form: its command, registered on an already-cancelled token,
+                // The hand-written form: its command, registered on an already-cancelled token,
                 // still runs (at once) and rejects the promise; but it runs before `dataTask` is
-                // assigned, so the request starts anyway and is not cancelled (the seed's own
-                // defect, which the first-class form above avoids).
+                // assigned, so the request starts anyway and is not cancelled (a defect of the
+                // hand-written form, which the first-class form above avoids).
                 XCTAssertEqual(client.session.tasks.count, 4)
                 XCTAssertTrue(client.session.tasks[3].wasResumed)
                 XCTAssertEqual(client.session.tasks[3].cancelCount, 0)
@@ -238,8 +240,8 @@ final class TokenSeed003ExampleTests: XCTestCase {
         }
     }
 
-    func testSeedDoSomeChainingCancelledDuringACancellableStep() {
-        let client = Seed003Client()
+    func testDoSomeChainingCancelledDuringACancellableStep() {
+        let client = FetchClient()
         let request = CancellationRequest()
         let token = request.token
         let url = google
@@ -257,9 +259,9 @@ final class TokenSeed003ExampleTests: XCTestCase {
     }
 
     func testCancelBeforeTheTaskExistsStillCancelsIt() {
-        // In the seed's sample a cancellation arriving before `dataTask` is assigned is lost for
+        // In the hand-written form a cancellation arriving before `dataTask` is assigned is lost for
         // the task; the first-class form registers only once the task exists.
-        let client = Seed003Client()
+        let client = FetchClient()
         let request = CancellationRequest()
         let url = google
         let promise = Promise<Data>(cancellationToken: request.token) { resolver in

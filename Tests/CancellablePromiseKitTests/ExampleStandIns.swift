@@ -6,9 +6,9 @@ import PromiseCore
 import FoundationNetworking
 #endif
 
-// Small stand-ins for the UIKit, CoreLocation, URLSession and HTTP client pieces of the seed
-// examples, so the examples keep their shape. Every request is a `FakeTask` of a `FakeBackend`
-// that the test finishes or watches being cancelled.
+// Small stand-ins for the UIKit, CoreLocation, URLSession and HTTP client pieces of the
+// documented examples, so the examples keep their shape. Every request is a `FakeTask` of a
+// `FakeBackend` that the test finishes or watches being cancelled.
 
 struct Image: Equatable {
     let name: String
