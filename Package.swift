@@ -21,12 +21,14 @@ let package = Package(
         ),
         .executableTarget(
             name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
-        .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport"]),
-        .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore"]),
-        .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit"]),
+        // Thread-safe boxes the test targets share (not a product).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport", "TestSupport"]),
+        .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
+        .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),
         .testTarget(
             name: "PromiseFoundationTests",
-            dependencies: ["PromiseFoundation"],
+            dependencies: ["PromiseFoundation", "TestSupport"],
             resources: [.copy("Server")]
         ),
     ],
