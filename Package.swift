@@ -21,8 +21,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
-        // Thread-safe boxes the test targets share (not a product).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // Helpers the test targets share: thread-safe boxes, waiting (not a product).
+        .target(name: "TestSupport", dependencies: ["PromiseCore"], path: "Tests/TestSupport"),
         .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport", "TestSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),

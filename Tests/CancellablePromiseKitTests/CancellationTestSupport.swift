@@ -89,28 +89,6 @@ final class DeinitProbe: @unchecked Sendable {
     func touchedTrue() -> Bool { true }
 }
 
-/// Waits (without needing the main queue) for `thenable` to settle; `nil` after `seconds`.
-func waitForResult<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10) -> PromiseCore.Result<U.T>? {
-    let semaphore = DispatchSemaphore(value: 0)
-    let box = SendableBox<PromiseCore.Result<U.T>?>(nil)
-    thenable.pipe { result in
-        box.value = result
-        semaphore.signal()
-    }
-    _ = semaphore.wait(timeout: .now() + seconds)
-    return box.value
-}
-
-/// Polls `condition` every 10 ms for up to `seconds`.
-func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
-    }
-    return condition()
-}
-
 extension PromiseCore.Result {
     var fulfilledValue: T? {
         if case .fulfilled(let value) = self { return value }
