@@ -464,8 +464,8 @@ extension CancelEntry {
 struct CancelActions {
     private var calls: [() -> Void] = []
     private var singleCall: (() -> Void)?
-    private var released: [Unblocked] = []
-    private var single: Unblocked?
+    private var released: [ReleasedHandlers] = []
+    private var single: ReleasedHandlers?
     private var links: [CancelLink] = []
     private var dropped: [CancelEntry.Released] = []
     /// The first thing to release, kept inline: settling one promise releases one entry's
@@ -575,7 +575,7 @@ struct CancelActions {
             drain(single)
         }
         if !released.isEmpty {
-            // Moved out in order rather than iterated: iterating copies every `Unblocked`.
+            // Moved out in order rather than iterated: iterating copies every `ReleasedHandlers`.
             released.reverse()
             while let unblocked = released.popLast() { drain(unblocked) }
         }

@@ -102,7 +102,7 @@ extension CancellablePromise {
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
         step { entry in
-            promise.step(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
                 switch result {
                 case .rejected(let error): return .result(.rejected(error))
                 case .fulfilled(let value):
@@ -129,7 +129,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
         step { entry in
-            promise.step(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
                 if case .fulfilled(let value) = result { try body(value) }
                 return .result(result)
             }
@@ -145,7 +145,7 @@ extension CancellablePromise {
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 body(result)
                 return .result(entry.passOn(result))
             }
@@ -183,13 +183,13 @@ extension CancellablePromise {
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         step { entry in
-            promise.step(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
                 guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
                     return .result(result)
                 }
                 let next = try body(error)
                 entry.link(next)
-                return .follow(next.asPromise())
+                return .settleAs(next.asPromise())
             }
         }
     }
@@ -211,7 +211,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
                 body()
                 return .result(entry.passOn(result))
             }
@@ -226,8 +226,9 @@ extension CancellablePromise {
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
-                .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+                .settleAs(
+                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
             }
         }
     }
@@ -241,8 +242,9 @@ extension CancellablePromise {
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
         observer { entry in
-            promise.step(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
-                .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+                .settleAs(
+                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
             }
         }
     }
@@ -263,7 +265,7 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
         step { entry in
-            promise.step(on: on, flags: flags, hop: .rejected(.allErrors), attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .rejected(.allErrors), attachment: entry) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
             }
@@ -278,7 +280,7 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
         step { entry in
-            promise.step(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+            promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
                 guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
                     return .result(result)
                 }

@@ -87,7 +87,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// `promise` with an error of its own.
     @inlinable
     public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
-        self.init(member: promise.follower(), context: CancelContext(), cancel: cancel)
+        self.init(member: promise.mirror(), context: CancelContext(), cancel: cancel)
     }
 
     /// Builds a cancellable task out of other promises. `body` runs at once with
@@ -114,7 +114,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         do {
             let returned = try body(cancelPromise)
             inner = returned as? CancellablePromise<T>
-            output = returned.asPromise().follower()
+            output = returned.asPromise().mirror()
         } catch {
             output = Promise(error: error)
         }
@@ -127,7 +127,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
     /// default). Cancelling it rejects it; `bridge` itself is not affected.
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
-        self.init(member: bridge.asPromise().follower(), context: cancelContext ?? CancelContext(), cancel: nil)
+        self.init(member: bridge.asPromise().mirror(), context: cancelContext ?? CancelContext(), cancel: nil)
     }
 
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
@@ -310,7 +310,7 @@ extension Guarantee {
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         let task = promise.attachedCancellation
         return CancellablePromise(
-            member: promise.follower(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
+            member: promise.mirror(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
     }
 
     /// A cancellable promise for this guarantee; see `cancellize()`.

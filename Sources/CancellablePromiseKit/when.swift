@@ -324,7 +324,7 @@ private func watch<T>(
 ) -> Promise<T> {
     // Settled already: `promise` wins over a rejected condition, unless its value must still
     // be delivered.
-    if !watched.isPending, !(ensured && watched.isFulfilled) { return watched.follower() }
+    if !watched.isPending, !(ensured && watched.isFulfilled) { return watched.mirror() }
     let output = Promise<T>.makePending()
     // Set, with `isEnsured`, once the value has arrived and waits for its delivery.
     let valueArrived = ensured ? Locked(false) : nil
@@ -340,7 +340,7 @@ private func watch<T>(
         return .none
     }
     let deliveryQueue = ensured ? conf.Q.map : nil
-    let link = ClosureContinuation<T> { result in
+    let link = ClosureHandler<T> { result in
         guard let valueArrived, case .fulfilled(let value) = result else {
             let released = output.settle(result)
             registration.remove()
@@ -358,7 +358,7 @@ private func watch<T>(
         }
         return .none
     }
-    drain(watched.observe(link))
+    drain(watched.addHandler(link))
     return output
 }
 

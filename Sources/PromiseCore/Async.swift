@@ -60,7 +60,7 @@ extension Guarantee {
 
 /// Resumes a continuation exactly once, whether the result or a cancellation arrives first
 /// (or before the continuation is installed).
-package final class ResumeOnce<T>: @unchecked Sendable {
+package final class ResumeOnce<T>: Sendable {
     private enum State {
         case waiting
         case installed(UnsafeContinuation<T, Error>)

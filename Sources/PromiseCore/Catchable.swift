@@ -18,8 +18,8 @@ extension CatchMixin {
         _ body: @escaping (Error) -> Void
     ) -> PMKFinalizer {
         PMKFinalizer(
-            asPromise().step(on: on, flags: flags, hop: .rejected(policy), isObserver: true) { result in
-                if case .rejected(let error) = result, policy == .allErrors || !error.isCancelled {
+            asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy), isObserver: true) { result in
+                if case .rejected(let error) = result, policy.catches(error) {
                     body(error)
                 }
                 return .result(.fulfilled(()))
@@ -35,11 +35,11 @@ extension CatchMixin {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> U
     ) -> Promise<T> where U.T == T {
-        asPromise().step(on: on, flags: flags, hop: .rejected(policy)) { result in
-            guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+        asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
+            guard case .rejected(let error) = result, policy.catches(error) else {
                 return .result(result)
             }
-            return .follow(try body(error).asPromise())
+            return .settleAs(try body(error).asPromise())
         }
     }
 
@@ -52,9 +52,9 @@ extension CatchMixin {
         _ body: @escaping (Error) -> Guarantee<T>
     ) -> Guarantee<T> {
         Guarantee(
-            promise: asPromise().step(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
+            promise: asPromise().generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
                 guard case .rejected(let error) = result else { return .result(result) }
-                return .follow(body(error).promise)
+                return .settleAs(body(error).promise)
             })
     }
 
@@ -65,7 +65,7 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body()
             return .result(result)
         }
@@ -77,8 +77,8 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
-            .follow(body().promise.step(on: nil, flags: nil, hop: .never) { _ in .result(result) })
+        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            .settleAs(body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(result) })
         }
     }
 
@@ -99,7 +99,7 @@ extension CatchMixin where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> Guarantee<Void> {
         Guarantee(
-            promise: asPromise().step(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
+            promise: asPromise().generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
             })
@@ -112,8 +112,8 @@ extension CatchMixin where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> Promise<Void> {
-        asPromise().step(on: on, flags: flags, hop: .rejected(policy)) { result in
-            guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+        asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
+            guard case .rejected(let error) = result, policy.catches(error) else {
                 return .result(result)
             }
             try body(error)
@@ -124,6 +124,7 @@ extension CatchMixin where T == Void {
 
 /// The end of a chain, returned by `catch` and `cauterize`.
 public class PMKFinalizer: @unchecked Sendable {
+    // @unchecked: a class that is not final cannot be checked; it holds only a `let` promise.
     package let promise: Promise<Void>
 
     package init(_ promise: Promise<Void>) {
@@ -134,7 +135,7 @@ public class PMKFinalizer: @unchecked Sendable {
     public func finally(
         on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void
     ) {
-        _ = promise.step(on: on, flags: flags, hop: .always, isObserver: true) { _ in
+        _ = promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in
             body()
             return .result(.fulfilled(()))
         }

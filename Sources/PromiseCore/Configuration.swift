@@ -49,7 +49,7 @@ public struct PMKConfiguration: Sendable {
 private let configurationStore = Locked(PMKConfiguration())
 
 /// The library's configuration. Unlike PromiseKit's, it is safe to read and set from any
-/// thread; a change affects handlers attached afterwards.
+/// thread; a change affects handlers added afterwards.
 ///
 /// ```swift
 /// conf.Q = (map: nil, return: nil)   // run every handler synchronously by default

@@ -2,6 +2,7 @@ import Foundation
 
 /// Errors raised by PromiseCore itself.
 public enum PMKError: Error, @unchecked Sendable {
+    // @unchecked: the `Any` payloads of `flatMap` and `compactMap` (as PromiseKit's) are not Sendable.
     /// A completion handler called back with both value and error `nil`.
     case invalidCallingConvention
     /// A `then` (or `recover`) body returned the very promise it produces: it could never settle.
@@ -83,4 +84,12 @@ public enum CatchPolicy: Sendable {
     case allErrors
     /// Every error except those whose `isCancelled` is `true` (the default).
     case allErrorsExceptCancellation
+}
+
+extension CatchPolicy {
+    /// Whether `catch` and `recover` with this policy handle `error`: every error, except a
+    /// cancellation (`isCancelled`) under `.allErrorsExceptCancellation`.
+    @inline(__always) package func catches(_ error: any Error) -> Bool {
+        self == .allErrors || !error.isCancelled
+    }
 }

@@ -5,7 +5,7 @@ import Dispatch
 /// Its handlers run on the queue given as `on:` (defaults as for `Promise`); `on: nil` runs them
 /// synchronously on the resolving thread. A guarantee cannot be cancelled: a cancellable wrapper
 /// (`asCancellable()`) rejects itself while the guarantee stays pending.
-public final class Guarantee<T>: Thenable, @unchecked Sendable {
+public final class Guarantee<T>: Thenable, Sendable {
     /// The promise holding the state; never rejected.
     package let promise: Promise<T>
 
@@ -83,7 +83,7 @@ public final class Guarantee<T>: Thenable, @unchecked Sendable {
         Guarantee<U>(promise: promise.map(on: on, flags: flags, body))
     }
 
-    /// Runs `body` on `on` and follows the guarantee it returns.
+    /// Runs `body` on `on` and settles as the guarantee it returns.
     @discardableResult
     public func then<U>(
         on: DispatchQueue? = conf.Q.map,
@@ -100,7 +100,7 @@ public final class Guarantee<T>: Thenable, @unchecked Sendable {
 }
 
 /// Logs when a guarantee's resolve function is released while the guarantee is pending.
-private final class GuaranteeSealer<T>: @unchecked Sendable {
+private final class GuaranteeSealer<T>: Sendable {
     let promise: Promise<T>
     init(_ promise: Promise<T>) { self.promise = promise }
     deinit {

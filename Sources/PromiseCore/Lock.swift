@@ -89,6 +89,7 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 /// A small lock-protected cell for state that is not on a hot path (configuration, aggregates,
 /// cancel contexts in other modules). The lock word is its first stored property.
 package final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: as `Synchronization.Mutex`, every access to `value` holds the lock word.
     private var word = makeLockWord()  // must stay the first stored property
     private var value: Value
 
@@ -118,6 +119,7 @@ package final class Locked<Value>: @unchecked Sendable {
 /// Wraps a value that is handed between threads under the library's own synchronisation
 /// (a lock or a dispatch hop), where the compiler cannot see that the transfer is safe.
 package struct UncheckedSendable<Value>: @unchecked Sendable {
+    // @unchecked: its purpose, for hand-overs the compiler cannot check (a queue hop, a lock).
     package var value: Value
     @inline(__always) package init(_ value: Value) { self.value = value }
 }

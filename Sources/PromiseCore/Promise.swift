@@ -26,6 +26,7 @@ import Dispatch
 ///
 /// The class cannot be subclassed outside this module.
 public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
+    // @unchecked: fields change under the lock word or before sharing; the outcome is read unlocked once settled.
     // The lock word must remain the first stored property: see Lock.swift.
     private final var lockWord = makeLockWord()
     // The outcome is kept as a value buffer and an error field rather than as a `Result<T>?`:
@@ -43,7 +44,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @exclusivity(unchecked) private final var storedError: (any Error)?
     /// `true` once settled; a plain flag, so testing it needs no generic metadata.
     @exclusivity(unchecked) final var isSettled = false
-    /// Steps waiting for this promise; moved out when it settles.
+    /// Handlers waiting for this promise; moved out when it settles.
     @exclusivity(unchecked) private final var handlers = Handlers()
     /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
     @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
@@ -79,11 +80,11 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Creates a promise that resolves as `bridge` does.
     ///
-    /// Handlers of `bridge` are not involved: the new promise follows `bridge` synchronously
-    /// on the thread that resolves it.
+    /// Handlers of `bridge` are not involved: the new promise settles as `bridge` does,
+    /// synchronously on the thread that resolves it.
     public convenience init<U: Thenable>(_ bridge: U) where U.T == T {
         self.init(pending: ())
-        drain(bridge.asPromise().follow(self))
+        drain(bridge.asPromise().relay(to: self))
     }
 
     /// Creates a pending promise and calls `body` with its resolver, at once, on this thread.
@@ -234,7 +235,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// The result of a promise known to be settled, read without the lock. Only valid in a
-    /// step that was resumed for this promise (settling happened-before the resume).
+    /// handler run for this promise (settling happened-before the run).
     @inline(__always) package final var settledResult: Result<T> {
         if let storedError { return .rejected(storedError) }
         return .fulfilled(valuePointer.pointee)
@@ -255,7 +256,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Settles the promise if it is pending and returns the handlers to run; returns nothing
     /// when it had already settled (the call is then a no-op).
     @inline(__always)
-    package final func settle(_ result: Result<T>) -> Unblocked {
+    package final func settle(_ result: Result<T>) -> ReleasedHandlers {
         switch result {
         case .fulfilled(let value): return settle(fulfilled: value)
         case .rejected(let error): return settle(rejected: error)
@@ -263,7 +264,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `settle(.fulfilled(value))`, without building a `Result`.
-    @usableFromInline package final func settle(fulfilled value: T) -> Unblocked {
+    @usableFromInline package final func settle(fulfilled value: T) -> ReleasedHandlers {
         lock()
         guard !isSettled else {
             unlock()
@@ -274,7 +275,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `settle(.rejected(error))`, without building a `Result`.
-    @usableFromInline package final func settle(rejected error: any Error) -> Unblocked {
+    @usableFromInline package final func settle(rejected error: any Error) -> ReleasedHandlers {
         lock()
         guard !isSettled else {
             unlock()
@@ -286,14 +287,14 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Stores `error`, marks the promise settled, unlocks and returns what settling released;
     /// only with the lock held, while pending.
     @inline(__always)
-    final func settleLocked(rejected error: any Error) -> Unblocked {
+    final func settleLocked(rejected error: any Error) -> ReleasedHandlers {
         storedError = error
         return settleLocked()
     }
 
     /// Settles as `source`, a promise known to be settled (see `settledResult`).
     @inline(__always)
-    package final func settle(as source: Promise<T>) -> Unblocked {
+    package final func settle(as source: Promise<T>) -> ReleasedHandlers {
         if let error = source.storedError { return settle(rejected: error) }
         return settle(fulfilled: source.valuePointer.pointee)
     }
@@ -301,7 +302,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Marks the promise settled (the value or error is stored), unlocks, and returns what
     /// settling released.
     @inline(__always)
-    final func settleLocked() -> Unblocked {
+    final func settleLocked() -> ReleasedHandlers {
         isSettled = true
         let released = handlers
         handlers = Handlers()
@@ -309,7 +310,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         attachment = nil
         unlock()
         // The attachment is notified (and released) by `drain`, outside every lock.
-        return Unblocked(source: self, handlers: released, attachment: attached)
+        return ReleasedHandlers(source: self, handlers: released, attachment: attached)
     }
 
     /// Settles the promise and runs the released handlers.
@@ -318,29 +319,30 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         drain(settle(result))
     }
 
-    /// Attaches `continuation`; returns `false` (without attaching) if already settled, in which
-    /// case the caller resumes the continuation itself.
+    /// Adds `handler` while the promise is pending; returns `false` (adding nothing) if it has
+    /// settled already, in which case the caller runs the handler itself.
     @usableFromInline
-    package final func attach(_ continuation: any Continuation) -> Bool {
+    package final func addHandlerIfPending(_ handler: any PromiseHandler) -> Bool {
         lock()
         guard !isSettled else {
             unlock()
             return false
         }
-        handlers.append(continuation)
+        handlers.append(handler)
         unlock()
         return true
     }
 
-    /// Attaches `continuation`, or resumes it at once if already settled; returns what it released.
+    /// Adds `handler`, or runs it at once if the promise has settled already; returns what
+    /// running it released.
     @usableFromInline
-    package final func observe(_ continuation: any Continuation) -> Unblocked {
-        if attach(continuation) { return .none }
-        return continuation.resume(from: self)
+    package final func addHandler(_ handler: any PromiseHandler) -> ReleasedHandlers {
+        if addHandlerIfPending(handler) { return .none }
+        return handler.handle(settled: self)
     }
 
     // `Resolver.fulfill` and `reject` call these rather than `drain(settle(…))` themselves:
-    // inlined into a client, settling and draining destroys the `Unblocked` value in between
+    // inlined into a client, settling and draining destroys the `ReleasedHandlers` value in between
     // through generic value witnesses (about 130 instructions per call, measured with callgrind);
     // `@inline(never)` keeps cross-module optimization from inlining them again.
 
@@ -356,8 +358,8 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Makes `target` settle as this promise does. Returns what settling released, when this
     /// promise was already settled.
-    package final func follow(_ target: Promise<T>) -> Unblocked {
-        observe(Follower<T>(target))
+    package final func relay(to target: Promise<T>) -> ReleasedHandlers {
+        addHandler(Relay<T>(target))
     }
 
     /// Registers `action` to run once this promise settles, synchronously on the settling thread,
@@ -370,7 +372,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @discardableResult
     package final func register<Owner: AnyObject>(
         owner: Owner,
-        _ action: @escaping (_ owner: Owner, _ result: Result<T>) -> Unblocked
+        _ action: @escaping (_ owner: Owner, _ result: Result<T>) -> ReleasedHandlers
     ) -> PromiseRegistration {
         let registration = PromiseRegistration(source: self, owner: owner) { owner, source in
             action(unsafeDowncast(owner, to: Owner.self), unsafeDowncast(source, to: Promise<T>.self).settledResult)
@@ -379,7 +381,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         lock()
         guard !isSettled else {
             unlock()
-            drain(registration.resume(from: self))
+            drain(registration.handle(settled: self))
             return registration
         }
         handlers.append(removable: registration, releasedAfterUnlock: &releasedAfterUnlock)
@@ -407,7 +409,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Moves out this promise's handlers; only while the caller holds its last reference.
-    package final func takeHandlersForTeardown() -> Handlers {
+    @usableFromInline package final func takeHandlersForTeardown() -> Handlers {
         let taken = handlers
         handlers = Handlers()
         return taken
@@ -468,8 +470,8 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return .start
     }
 
-    /// Sets the attachment of a step that no other thread can see yet (before it observes its
-    /// source), so that it governs the step's body from the start.
+    /// Sets the attachment of a step that no other thread can see yet (before it is added to
+    /// its source as a handler), so that it governs the step's body from the start.
     @inlinable package final func initializeAttachment(_ attachment: any PromiseAttachment) {
         setAttachmentUnshared(attachment)
     }
@@ -492,8 +494,8 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// thread, or at once if already settled.
     public final func pipe(to: @escaping (Result<T>) -> Void) {
         drain(
-            observe(
-                ClosureContinuation<T> { result in
+            addHandler(
+                ClosureHandler<T> { result in
                     to(result)
                     return .none
                 }))
@@ -562,44 +564,9 @@ extension Promise: CustomStringConvertible, CustomDebugStringConvertible {
     }
 }
 
-/// A task attached to a promise by the code that produced it (a timer, a network request, a
-/// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
-package final class PromiseCancellation: PromiseAttachment, @unchecked Sendable {
-    private let body: @Sendable () -> Void
-
-    /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
-    package init(_ body: @escaping @Sendable () -> Void) {
-        self.body = body
-    }
-
-    package func cancel() { body() }
-
-    package func promiseDidSettle() {}
-}
-
 #if canImport(Foundation)
 import Foundation
 @inline(__always) var isMainThread: Bool { Thread.isMainThread }
 #else
 @inline(__always) var isMainThread: Bool { false }
 #endif
-
-/// A promise that a cancellation can reject, whatever its value type (used by
-/// `CancellablePromiseKit`'s cancel contexts).
-@usableFromInline package protocol CancelTarget: AnyObject {
-    /// Rejects the promise with `error` if it is pending; returns what settling released
-    /// (nothing if it had settled already).
-    func rejectForCancel(_ error: any Error) -> Unblocked
-
-    /// `true` while pending; takes the promise's lock.
-    var isPendingLocked: Bool { get }
-
-    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
-    func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
-}
-
-extension Promise: CancelTarget {
-    @usableFromInline package final func rejectForCancel(_ error: any Error) -> Unblocked {
-        settle(rejected: error)
-    }
-}

@@ -1,9 +1,9 @@
 /// Settles the promise it was created with. Thread-safe; only the first resolution counts,
 /// later ones are ignored.
 ///
-/// Handlers attached with `on: nil` run synchronously inside `fulfill`/`reject`, on the calling
+/// Handlers added with `on: nil` run synchronously inside `fulfill`/`reject`, on the calling
 /// thread, after the promise's lock has been released.
-public final class Resolver<T>: @unchecked Sendable {
+public final class Resolver<T>: Sendable {
     @usableFromInline let promise: Promise<T>
 
     @usableFromInline init(_ promise: Promise<T>) {

@@ -1,10 +1,95 @@
 import Dispatch
 
 // The steps of a chain. Each is the promise it produces, waiting on its source as a
-// `Continuation`: one allocation per link.
+// `PromiseHandler`: one allocation per link. `MapStep` and `ThenStep` serve the frequent
+// operators, `GeneralStep` the others, and `MirrorStep` a promise that only settles as its
+// source does. A step hops to its queue (`HopRule`, `dispatchStep`) only for the results its
+// body acts on, and its body starts only while its promise and attachment allow it.
+
+// MARK: - What every step shares
+
+/// A handler that is itself a promise: a step of a chain. Releasing the last reference to one
+/// may release a whole pending chain after it, so its type implements `popForTeardown` (see
+/// `teardown`) with the promise's own handlers.
+@usableFromInline package protocol PromiseStep: PromiseHandler {
+    /// Moves out this promise's handlers; only while the caller holds its last reference.
+    func takeHandlersForTeardown() -> Handlers
+}
+
+extension PromiseStep {
+    @usableFromInline package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
+        // The check runs on a variable of the concrete type: on an existential or `AnyObject`
+        // copy, `isKnownUniquelyReferenced` always fails.
+        var step = stack.removeLast() as! Self
+        if isKnownUniquelyReferenced(&step) {
+            var released = step.takeHandlersForTeardown()
+            released.moveAll(to: &stack)
+        }
+    }
+
+    @usableFromInline package static var isPromiseStep: Bool { true }
+}
+
+/// Which results a step hops to its queue for: those its body acts on with the caller's code.
+/// The body is called for every result; for the others it runs none of the caller's code (it
+/// passes a rejection on past `map`, for instance), synchronously on the settling thread, and
+/// it does so even once the step's chain is cancelled.
+package enum HopRule {
+    /// For no result: the body runs synchronously whatever the result.
+    case never
+    /// For every result (`ensure`, `tap`, `finally`).
+    case always
+    /// For a fulfilment (`map`, `then`, `done`, `get`…).
+    case fulfilled
+    /// For a rejection the policy catches (`catch`, `recover`).
+    case rejected(CatchPolicy)
+
+    /// Whether the step hops to its queue for `result`, its body acting on it.
+    @inline(__always)
+    package func hops<T>(for result: Result<T>) -> Bool {
+        switch (self, result) {
+        case (.always, _), (.fulfilled, .fulfilled): return true
+        case (.rejected(let policy), .rejected(let error)): return policy.catches(error)
+        default: return false
+        }
+    }
+}
+
+/// Runs `work` on `queue` (or synchronously when `queue` is nil) and drains what it releases.
+@inline(__always)
+package func dispatchStep(
+    on queue: DispatchQueue?,
+    flags: DispatchWorkItemFlags?,
+    _ work: @escaping () -> ReleasedHandlers
+) -> ReleasedHandlers {
+    guard let queue else { return work() }
+    // The work was prepared on this thread and runs once on `queue`: hand it over unchecked.
+    let box = UncheckedSendable(work)
+    if let flags {
+        queue.async(flags: flags) { drain(box.value()) }
+    } else {
+        queue.async { drain(box.value()) }
+    }
+    return .none
+}
+
+extension Promise {
+    /// What a step does instead of starting its body, or `nil` if the body may start (see
+    /// `bodyStart`): nothing once the step has settled, or reject with its attachment's error.
+    @inline(__always) final func releasedInsteadOfBody() -> ReleasedHandlers? {
+        switch bodyStart {
+        case .start: return nil
+        case .settled: return ReleasedHandlers.none
+        case .reject(let error): return settle(rejected: error)
+        }
+    }
+}
+
+// MARK: - The steps
 
 /// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
-@usableFromInline final class MapStep<T, U>: Promise<U>, Continuation, @unchecked Sendable {
+@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body.
     @exclusivity(unchecked) private var transform: ((T) throws -> U)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
@@ -17,7 +102,7 @@ import Dispatch
         super.init(pending: ())
     }
 
-    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
             transform = nil
@@ -28,35 +113,27 @@ import Dispatch
         return dispatchStep(on: queue, flags: flags) { self.run(value) }
     }
 
-    private func run(_ value: T) -> Unblocked {
+    private func run(_ value: T) -> ReleasedHandlers {
         let transform = self.transform!
         self.transform = nil
-        switch bodyStart {
-        case .start: break
-        case .settled: return .none
-        case .reject(let error): return settle(rejected: error)
-        }
+        if let instead = releasedInsteadOfBody() { return instead }
         do {
             return settle(fulfilled: try transform(value))
         } catch {
             return settle(rejected: error)
         }
     }
-
-    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
-        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
-    }
-
-    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
-/// `then`: runs a body returning a promise, then follows that promise.
-@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, Continuation, @unchecked Sendable {
+/// `then`: runs a body returning a promise, then settles as that promise does.
+@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
-    /// Set once the body has returned: further resumes come from the returned promise.
-    @exclusivity(unchecked) private var following = false
+    /// Set once the body has returned a promise and the step waits for it: the next call to
+    /// `handle(settled:)` comes from that promise.
+    @exclusivity(unchecked) private var awaitsReturnedPromise = false
 
     @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
@@ -66,8 +143,8 @@ import Dispatch
         super.init(pending: ())
     }
 
-    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
-        if following {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
+        if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<R.T>.self))
         }
         let source = unsafeDowncast(source, to: Promise<T>.self)
@@ -80,14 +157,10 @@ import Dispatch
         return dispatchStep(on: queue, flags: flags) { self.run(value) }
     }
 
-    private func run(_ value: T) -> Unblocked {
+    private func run(_ value: T) -> ReleasedHandlers {
         let body = self.body!
         self.body = nil
-        switch bodyStart {
-        case .start: break
-        case .settled: return .none
-        case .reject(let error): return settle(rejected: error)
-        }
+        if let instead = releasedInsteadOfBody() { return instead }
         let returned: Promise<R.T>
         do {
             let rv = try body(value)
@@ -97,29 +170,24 @@ import Dispatch
             return settle(rejected: error)
         }
         if returned === self { return settle(rejected: PMKError.returnedSelf) }
-        following = true
-        return returned.observe(self)
+        awaitsReturnedPromise = true
+        return returned.addHandler(self)
     }
-
-    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
-        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
-    }
-
-    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 /// What a general step does with its source's result.
 package enum StepOutcome<U> {
     /// Settle with this result.
     case result(Result<U>)
-    /// Follow this promise.
-    case follow(Promise<U>)
+    /// Wait for this promise and settle as it does.
+    case settleAs(Promise<U>)
 }
 
 /// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
-/// the body must run for it, and decides this promise's outcome.
-package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
+/// the step hops for it, and decides this promise's outcome.
+package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
     @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
@@ -127,7 +195,9 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
     /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
     /// settled by a cancellation; other steps do not start then.
     private let isObserver: Bool
-    @exclusivity(unchecked) private var following = false
+    /// Set once the body has returned `.settleAs` and the step waits for that promise: the next
+    /// call to `handle(settled:)` comes from it.
+    @exclusivity(unchecked) private var awaitsReturnedPromise = false
 
     package init(
         queue: DispatchQueue?,
@@ -144,49 +214,39 @@ package final class Step<T, U>: Promise<U>, Continuation, @unchecked Sendable {
         super.init(pending: ())
     }
 
-    package func resume(from source: AnyObject) -> Unblocked {
-        if following {
+    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+        if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
-        guard let queue, hop.runsBody(for: result) else { return run(result) }
+        guard let queue, hop.hops(for: result) else { return run(result) }
         return dispatchStep(on: queue, flags: flags) { self.run(result) }
     }
 
-    private func run(_ result: Result<T>) -> Unblocked {
+    private func run(_ result: Result<T>) -> ReleasedHandlers {
         let body = self.body!
         self.body = nil
-        if !isObserver, hop.runsBody(for: result) {
-            switch bodyStart {
-            case .start: break
-            case .settled: return .none
-            case .reject(let error): return settle(rejected: error)
-            }
-        }
+        // A body that runs none of the caller's code for this result runs even once the chain
+        // is cancelled.
+        if !isObserver, hop.hops(for: result), let instead = releasedInsteadOfBody() { return instead }
         do {
             switch try body(result) {
             case .result(let outcome):
                 return settle(outcome)
-            case .follow(let promise):
+            case .settleAs(let promise):
                 if promise === self { return settle(rejected: PMKError.returnedSelf) }
-                following = true
-                return promise.observe(self)
+                awaitsReturnedPromise = true
+                return promise.addHandler(self)
             }
         } catch {
             return settle(rejected: error)
         }
     }
-
-    package static func popForTeardown(_ stack: inout [any Continuation]) {
-        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
-    }
-
-    package static var isPromiseStep: Bool { true }
 }
 
 extension Promise {
-    /// Attaches a general step to this promise and returns it.
-    package final func step<U>(
+    /// Adds a general step to this promise and returns it.
+    package final func generalStep<U>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
@@ -194,9 +254,9 @@ extension Promise {
         attachment: (any PromiseAttachment)? = nil,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
-        let step = Step<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
+        let step = GeneralStep<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
         if let attachment { step.initializeAttachment(attachment) }
-        drain(observe(step))
+        drain(addHandler(step))
         return step
     }
 
@@ -209,7 +269,7 @@ extension Promise {
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: queue, flags: flags, transform: transform)
         step.initializeAttachment(attachment)
-        drain(observe(step))
+        drain(addHandler(step))
         return step
     }
 
@@ -222,32 +282,27 @@ extension Promise {
     ) -> Promise<R.T> {
         let step = ThenStep<T, R>(queue: queue, flags: flags, body: body)
         step.initializeAttachment(attachment)
-        drain(observe(step))
+        drain(addHandler(step))
         return step
     }
 }
 
 /// A promise that settles as its source does, synchronously: one allocation, no closure.
-@usableFromInline final class FollowStep<T>: Promise<T>, Continuation, @unchecked Sendable {
+@usableFromInline final class MirrorStep<T>: Promise<T>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; it adds no state.
     @usableFromInline init() { super.init(pending: ()) }
 
-    @usableFromInline func resume(from source: AnyObject) -> Unblocked {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         settle(as: unsafeDowncast(source, to: Promise<T>.self))
     }
-
-    @usableFromInline static func popForTeardown(_ stack: inout [any Continuation]) {
-        popPromiseStepForTeardown(self, &stack) { $0.takeHandlersForTeardown() }
-    }
-
-    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 extension Promise {
     /// A new promise that settles as this one does, on the settling thread. Settling it by
     /// other means first (a cancellation) leaves this promise untouched.
-    @inlinable package final func follower() -> Promise<T> {
-        let follower = FollowStep<T>()
-        drain(observe(follower))
-        return follower
+    @inlinable package final func mirror() -> Promise<T> {
+        let mirror = MirrorStep<T>()
+        drain(addHandler(mirror))
+        return mirror
     }
 }

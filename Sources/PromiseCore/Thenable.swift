@@ -33,7 +33,7 @@ extension Thenable {
 // MARK: - Operators
 
 extension Thenable {
-    /// Runs `body` with the fulfilled value, on `on`, and follows the promise it returns.
+    /// Runs `body` with the fulfilled value, on `on`, and settles as the promise it returns.
     ///
     /// A rejection skips `body` and passes through. Returning the promise `then` produces
     /// rejects with `PMKError.returnedSelf`.
@@ -49,7 +49,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> U
     ) -> Promise<U.T> {
         let step = ThenStep<T, U>(queue: on, flags: flags, body: body)
-        drain(asPromise().observe(step))
+        drain(asPromise().addHandler(step))
         return step
     }
 
@@ -60,7 +60,7 @@ extension Thenable {
         _ transform: @escaping (T) throws -> U
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: on, flags: flags, transform: transform)
-        drain(asPromise().observe(step))
+        drain(asPromise().addHandler(step))
         return step
     }
 
@@ -70,7 +70,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> Promise<U> {
-        asPromise().step(on: on, flags: flags, hop: .fulfilled) { result in
+        asPromise().generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             switch result {
             case .rejected(let error): return .result(.rejected(error))
             case .fulfilled(let value):
@@ -90,7 +90,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> Void
     ) -> Promise<Void> {
         let step = MapStep<T, Void>(queue: on, flags: flags, transform: body)
-        drain(asPromise().observe(step))
+        drain(asPromise().addHandler(step))
         return step
     }
 
@@ -100,7 +100,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .fulfilled) { result in
+        asPromise().generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             if case .fulfilled(let value) = result { try body(value) }
             return .result(result)
         }
@@ -112,7 +112,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
     ) -> Promise<T> {
-        asPromise().step(on: on, flags: flags, hop: .always, isObserver: true) { result in
+        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body(result)
             return .result(result)
         }

@@ -1,5 +1,9 @@
+// `race`: settling with the first input to settle, or to fulfil, through the aggregate
+// machinery of Aggregate.swift.
+
 /// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil).
 final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
+    // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     /// Rejections received, for `race(fulfilled:)`; guarded by the promise's lock.
     @exclusivity(unchecked) private var rejections = 0
     private let fulfilledOnly: Bool
@@ -15,7 +19,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
         super.init(pending: ())
     }
 
-    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if fulfilledOnly, source.settledError != nil {
             lock()
@@ -39,13 +43,19 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     }
 }
 
+/// The implementation of every `race` form: a `Race` connected to `inputs`, or, for an empty
+/// array, a promise rejected with `PMKError.badInput`.
+func makeRace<U: Thenable>(_ inputs: [U], fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) -> Promise<U.T> {
+    guard !inputs.isEmpty else { return Promise(error: PMKError.badInput) }
+    let race = Race<U.T>(count: inputs.count, fulfilledOnly: fulfilledOnly, onWin: onWin)
+    connect(race, to: inputs)
+    return race
+}
+
 /// Settles with the first thenable to settle, fulfilled or rejected; the others keep running.
 /// An empty array rejects with `PMKError.badInput`.
 public func race<U: Thenable>(_ thenables: [U]) -> Promise<U.T> {
-    guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
-    let race = Race<U.T>(count: thenables.count, fulfilledOnly: false)
-    connect(race, to: thenables)
-    return race
+    makeRace(thenables, fulfilledOnly: false)
 }
 
 /// Settles with the first thenable to settle. Unlike PromiseKit, calling it with no arguments
@@ -57,19 +67,13 @@ public func race<U: Thenable>(_ thenables: U...) -> Promise<U.T> {
 /// Resolves with the first guarantee to resolve. At least one guarantee is required (a race of
 /// no guarantees could never resolve, so it does not compile).
 public func race<T>(_ first: Guarantee<T>, _ rest: Guarantee<T>...) -> Guarantee<T> {
-    let all = [first] + rest
-    let race = Race<T>(count: all.count, fulfilledOnly: false)
-    connect(race, to: all.map { $0.promise })
-    return Guarantee(promise: race)
+    Guarantee(promise: makeRace(([first] + rest).map { $0.promise }, fulfilledOnly: false))
 }
 
 /// Fulfils with the first thenable to fulfil, skipping rejections; rejects with
 /// `PMKError.noWinner` if all reject, and with `PMKError.badInput` if the array is empty.
 public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
-    guard !thenables.isEmpty else { return Promise(error: PMKError.badInput) }
-    let race = Race<U.T>(count: thenables.count, fulfilledOnly: true)
-    connect(race, to: thenables)
-    return race
+    makeRace(thenables, fulfilledOnly: true)
 }
 
 /// `race` over promises that reports the index of the input that settled it: `onWin` runs
@@ -80,8 +84,5 @@ package func race<T>(
     fulfilledOnly: Bool,
     onWin: @escaping (Int) -> Void
 ) -> Promise<T> {
-    guard !promises.isEmpty else { return Promise(error: PMKError.badInput) }
-    let race = Race<T>(count: promises.count, fulfilledOnly: fulfilledOnly, onWin: onWin)
-    connect(race, to: promises)
-    return race
+    makeRace(promises, fulfilledOnly: fulfilledOnly, onWin: onWin)
 }

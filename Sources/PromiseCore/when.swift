@@ -1,38 +1,10 @@
 import Dispatch
 
-// MARK: - Aggregate machinery
+// `when`: waiting for every input, all at once (`when(fulfilled:)`, `when(resolved:)`,
+// `when(guarantees:)`) or a few at a time (`concurrently:`). The aggregates below use the
+// machinery of Aggregate.swift.
 
-/// Delivers one input to an aggregate (`when`, `race`) with the input's index. Not generic,
-/// so creating one needs no metadata lookup.
-final class AggregateInput: Continuation, @unchecked Sendable {
-    private let aggregate: any AggregateSink
-    private let index: Int
-
-    init(_ aggregate: any AggregateSink, index: Int) {
-        self.aggregate = aggregate
-        self.index = index
-    }
-
-    func resume(from source: AnyObject) -> Unblocked {
-        aggregate.receive(from: source, at: index)
-    }
-}
-
-protocol AggregateSink: AnyObject {
-    /// Records the input at `index`, `source` (a settled `Promise` of the aggregate's input
-    /// type, read with `settledError`/`settledValue`); returns what settling the aggregate
-    /// released.
-    func receive(from source: AnyObject, at index: Int) -> Unblocked
-}
-
-/// Observes every input; inputs already settled are delivered at once.
-func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
-    var index = 0
-    for input in inputs {
-        drain(input.asPromise().observe(AggregateInput(sink, index: index)))
-        index += 1
-    }
-}
+// MARK: - Aggregates
 
 /// `when(fulfilled:)`: fulfils with every value in order, or rejects with the first error.
 ///
@@ -40,6 +12,7 @@ func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
 /// whether its value is stored; the state is guarded by this promise's own lock, and the last
 /// value settles the promise under that same lock.
 final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
+    // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     // Guarded by the promise's lock.
     @exclusivity(unchecked) private var remaining: Int
     private let count: Int
@@ -70,7 +43,7 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         stored.deallocate()
     }
 
-    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
             let released = settle(rejected: error)
@@ -109,6 +82,7 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
 
 /// `when(resolved:)`: fulfils with every result in order once all have settled.
 final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sendable {
+    // @unchecked: restates Promise's; its own state is in a `Locked`.
     private let state: Locked<(results: [Result<T>?], remaining: Int)>
 
     init(count: Int) {
@@ -116,7 +90,7 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
         super.init(pending: ())
     }
 
-    func receive(from source: AnyObject, at index: Int) -> Unblocked {
+    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         let complete: [Result<T>]? = state.withLock { state in
             state.results[index] = result
@@ -141,12 +115,13 @@ public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
     whenAllFulfilled(thenables)
 }
 
-/// The implementation of every `when(fulfilled:)` form. The public overloads call it rather than
-/// each other: with `[Promise<Void>]` or `[Promise<Any>]` arguments, overload resolution picks
-/// the `Void` or `[any Thenable]` form again, which recursed forever.
-func whenAllFulfilled<U: Thenable>(_ promises: [U]) -> Promise<[U.T]> {
+/// The implementation of every `when(fulfilled:)` and `when(guarantees:)` form. The public
+/// overloads call it rather than each other: with `[Promise<Void>]` or `[Promise<Any>]`
+/// arguments, overload resolution picks the `Void` or `[any Thenable]` form again, which
+/// recursed forever. `onReject`: see `when(fulfilledIndexed:onReject:)`.
+func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((Int) -> Void)? = nil) -> Promise<[U.T]> {
     guard !promises.isEmpty else { return .value([]) }
-    let aggregate = WhenFulfilled<U.T>(count: promises.count)
+    let aggregate = WhenFulfilled<U.T>(count: promises.count, onReject: onReject)
     connect(aggregate, to: promises)
     return aggregate
 }
@@ -155,10 +130,7 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U]) -> Promise<[U.T]> {
 /// it: `onReject` runs once, on the settling thread, before the result's handlers run.
 /// (For `CancellablePromiseKit`'s `autoCancel`.)
 package func when<T>(fulfilledIndexed promises: [Promise<T>], onReject: @escaping (Int) -> Void) -> Promise<[T]> {
-    guard !promises.isEmpty else { return .value([]) }
-    let aggregate = WhenFulfilled<T>(count: promises.count, onReject: onReject)
-    connect(aggregate, to: promises)
-    return aggregate
+    whenAllFulfilled(promises, onReject: onReject)
 }
 
 /// `when(fulfilled:)` over thenables of different types; values are returned as `Any`.
@@ -265,6 +237,7 @@ public func when<It: IteratorProtocol>(
 /// already settled finishes while its pump is still running, which only updates the counters:
 /// the running pump goes on with the next input instead of recursing once per input.
 private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable where It.Element: Thenable {
+    // @unchecked: `iterator` is used only by the pumping thread, which `state`'s lock designates.
     typealias T = It.Element.T
     private struct State {
         var results: [Result<T>?] = []
@@ -374,10 +347,7 @@ public func when(guarantees: [Guarantee<Void>]) -> Guarantee<Void> {
 
 /// Waits for every guarantee and returns their values in order. An empty array gives `[]`.
 public func when<T>(guarantees: [Guarantee<T>]) -> Guarantee<[T]> {
-    guard !guarantees.isEmpty else { return .value([]) }
-    let aggregate = WhenFulfilled<T>(count: guarantees.count)
-    connect(aggregate, to: guarantees.map { $0.promise })
-    return Guarantee(promise: aggregate)
+    Guarantee(promise: whenAllFulfilled(guarantees.map { $0.promise }))
 }
 
 /// Waits for both guarantees.

@@ -83,6 +83,17 @@ final class DeepChainTests: XCTestCase {
         XCTAssertNil(weakHead)
     }
 
+    func testReleasingAnUnresolvedMillionLinkMirrorChainCompletes() {
+        weak var weakHead: Promise<Int>?
+        do {
+            let (head, _) = Promise<Int>.pending()
+            weakHead = head
+            var tail = head
+            for _ in 0..<Self.depth { tail = tail.mirror() }
+        }
+        XCTAssertNil(weakHead)
+    }
+
     func testAHundredThousandHandlersOnOnePromiseRunInOrder() {
         let count = Self.depth / 10
         let (p, r) = Promise<Int>.pending()

@@ -1,0 +1,23 @@
+// What a cancellation acts on: a promise of any value type, seen through `CancelTarget` by
+// `CancellablePromiseKit`'s cancel contexts, which reject the members of a chain without
+// knowing their types.
+
+/// A promise that a cancellation can reject, whatever its value type (used by
+/// `CancellablePromiseKit`'s cancel contexts).
+@usableFromInline package protocol CancelTarget: AnyObject {
+    /// Rejects the promise with `error` if it is pending; returns what settling released
+    /// (nothing if it had settled already).
+    func rejectForCancel(_ error: any Error) -> ReleasedHandlers
+
+    /// `true` while pending; takes the promise's lock.
+    var isPendingLocked: Bool { get }
+
+    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
+    func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
+}
+
+extension Promise: CancelTarget {
+    @usableFromInline package final func rejectForCancel(_ error: any Error) -> ReleasedHandlers {
+        settle(rejected: error)
+    }
+}

@@ -1,0 +1,330 @@
+// Handlers: what waits for a promise to settle, and how the waiting ones run.
+//
+// A pending promise keeps its handlers in a `Handlers` list. A handler is an object conforming
+// to `PromiseHandler`: a chain step (for the common operators, `map`, `then`, `done`…, the step
+// *is* the promise it produces, so one link of a chain costs one allocation; see Steps.swift),
+// an aggregate's input, a closure, a relay, or a removable registration.
+//
+// When a promise settles, it hands its handlers back to the caller instead of running them, as
+// `ReleasedHandlers`. `drain` runs them in a loop: a handler that settles a promise in turn
+// returns that promise's handlers, and the loop goes on with them. Resolving the head of a
+// million-link chain therefore uses a constant amount of stack, and no handler ever runs while
+// a lock is held. Releasing a pending chain is iterative too (`teardown`).
+
+/// An object waiting for a promise to settle.
+@usableFromInline package protocol PromiseHandler: AnyObject {
+    /// Called once, after `source` (the promise this handler was added to) has settled.
+    /// Returns the handlers released by whatever promise this handler settled in turn.
+    func handle(settled source: AnyObject) -> ReleasedHandlers
+
+    /// Removes the last element of `stack` (an instance of this type) and, if that was the last
+    /// reference to it, appends the handlers waiting for it, so releasing it recurses no further.
+    static func popForTeardown(_ stack: inout [any PromiseHandler])
+
+    /// `true` for handlers that are promises (`PromiseStep`s): releasing one may release a
+    /// whole chain.
+    static var isPromiseStep: Bool { get }
+}
+
+extension PromiseHandler {
+    package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
+        stack.removeLast()
+    }
+
+    package static var isPromiseStep: Bool { false }
+}
+
+// MARK: - The list of a pending promise
+
+/// The handlers waiting for one promise. The first is stored inline: a promise with a single
+/// handler allocates no array. Only touched under the lock of the promise holding it.
+@usableFromInline package struct Handlers {
+    package var first: (any PromiseHandler)?
+    package var rest: [any PromiseHandler]?
+
+    @inline(__always) package init() {}
+
+    @inline(__always) package var isEmpty: Bool { first == nil }
+
+    @inline(__always)
+    package mutating func append(_ handler: any PromiseHandler) {
+        if first == nil {
+            first = handler
+        } else if rest == nil {
+            rest = [handler]
+        } else {
+            rest!.append(handler)
+        }
+    }
+
+    /// Whether the first handler is a promise step (see `PromiseHandler.isPromiseStep`).
+    @inline(__always) package var firstIsPromiseStep: Bool {
+        guard let first else { return false }
+        return type(of: first).isPromiseStep
+    }
+
+    /// Visits every handler in the order they were added.
+    package func forEach(_ body: (any PromiseHandler) -> Void) {
+        guard let first else { return }
+        body(first)
+        rest?.forEach(body)
+    }
+
+    /// Appends every handler to `stack` and empties the list.
+    package mutating func moveAll(to stack: inout [any PromiseHandler]) {
+        if let first { stack.append(first) }
+        if let rest { stack.append(contentsOf: rest) }
+        self = Handlers()
+    }
+
+    /// The number of handlers still waiting: every one but the removed registrations.
+    /// Only under the lock of the promise holding the list; `releasedAfterUnlock` receives
+    /// objects the caller must release only once that lock is unlocked (see
+    /// `PromiseRegistration.liveOwnerLocked`).
+    package func waitingCount(releasedAfterUnlock: inout [AnyObject]) -> Int {
+        var count = 0
+        forEach { handler in
+            if !isRemovedRegistration(handler, releasedAfterUnlock: &releasedAfterUnlock) { count += 1 }
+        }
+        return count
+    }
+
+    /// How many handlers the list stores, removed registrations included, and the capacity
+    /// of its array; used by tests to check that storage stays bounded.
+    package var storage: (stored: Int, capacity: Int) {
+        guard first != nil else { return (0, 0) }
+        return (1 + (rest?.count ?? 0), 1 + (rest?.capacity ?? 0))
+    }
+
+    /// Appends a removable registration, first dropping the removed ones when the array is full,
+    /// so that a long-lived promise stores only about as many registrations as are still live.
+    /// Each sweep visits the array once and happens only when the array would otherwise grow,
+    /// which makes appending O(1) amortised. Only under the lock of the promise holding the list;
+    /// the dropped registrations go to `releasedAfterUnlock`, for the caller to release once
+    /// that lock is unlocked.
+    package mutating func append(
+        removable registration: PromiseRegistration, releasedAfterUnlock: inout [AnyObject]
+    ) {
+        let isFull = rest.map { $0.count == $0.capacity } ?? false
+        if isFull {
+            sweepRemovedRegistrations(releasedAfterUnlock: &releasedAfterUnlock)
+        } else if rest == nil, let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+            releasedAfterUnlock.append(first)
+            self.first = nil
+        }
+        append(registration)
+    }
+
+    /// Drops the removed registrations, keeping the order of the others. Then, so that the next
+    /// sweep comes only after about as many appends as this one visited, the array grows if it
+    /// is more than half full, and gives most of its capacity back if it is less than a quarter
+    /// full.
+    private mutating func sweepRemovedRegistrations(releasedAfterUnlock: inout [AnyObject]) {
+        guard var list = rest else { return }
+        rest = nil  // leaves `list` the only reference, so it is changed in place
+        let capacity = list.capacity
+        var kept = 0
+        for index in list.indices {
+            let handler = list[index]
+            if isRemovedRegistration(handler, releasedAfterUnlock: &releasedAfterUnlock) {
+                releasedAfterUnlock.append(handler)
+            } else {
+                list[kept] = handler
+                kept += 1
+            }
+        }
+        list.removeLast(list.count - kept)
+        if let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+            releasedAfterUnlock.append(first)
+            self.first = list.isEmpty ? nil : list.removeFirst()
+        }
+        guard !list.isEmpty else { return }
+        if list.count * 2 > capacity {
+            list.reserveCapacity(capacity * 2)
+        } else if list.count * 4 < capacity {
+            var smaller: [any PromiseHandler] = []
+            smaller.reserveCapacity(list.count * 2)
+            smaller.append(contentsOf: list)
+            list = smaller
+        }
+        rest = list
+    }
+}
+
+/// Never sent between threads as a value: it lives in its promise, under that promise's lock.
+@available(*, unavailable) extension Handlers: Sendable {}
+
+/// Whether `handler` is a registration that was removed or whose owner is gone. The owner
+/// of a live one goes to `releasedAfterUnlock`: checking it takes a strong reference, which
+/// must not be the last one released while the lock is held.
+@inline(__always)
+private func isRemovedRegistration(
+    _ handler: any PromiseHandler, releasedAfterUnlock: inout [AnyObject]
+) -> Bool {
+    guard let registration = handler as? PromiseRegistration else { return false }
+    guard let owner = registration.liveOwnerLocked else { return true }
+    releasedAfterUnlock.append(owner)
+    return false
+}
+
+// MARK: - Running and releasing handlers
+
+/// Handlers released by settling `source`, and the attachment to notify; they must be run
+/// with `drain`.
+@usableFromInline package struct ReleasedHandlers {
+    package var source: AnyObject?
+    package var handlers: Handlers
+    package var attachment: (any PromiseAttachment)?
+
+    @inline(__always)
+    package init(source: AnyObject?, handlers: Handlers, attachment: (any PromiseAttachment)? = nil) {
+        self.source = source
+        self.handlers = handlers
+        self.attachment = attachment
+    }
+
+    @inline(__always) package static var none: ReleasedHandlers {
+        ReleasedHandlers(source: nil, handlers: Handlers())
+    }
+}
+
+/// Run by the thread that settled their promise (or took them from a lock), never handed to
+/// another one: that thread is the one that must run them.
+@available(*, unavailable) extension ReleasedHandlers: Sendable {}
+
+/// Runs released handlers, and the handlers they release, iteratively and depth first, in the
+/// order a recursive implementation would use (the order they were added, at each promise).
+@usableFromInline package func drain(_ start: ReleasedHandlers) {
+    start.attachment?.promiseDidSettle()
+    guard var current = start.handlers.first, var source = start.source else { return }
+    var deferred: [(AnyObject, any PromiseHandler)] = []
+    if let rest = start.handlers.rest {
+        for handler in rest.reversed() { deferred.append((source, handler)) }
+    }
+    while true {
+        let next = current.handle(settled: source)
+        next.attachment?.promiseDidSettle()
+        if let first = next.handlers.first, let nextSource = next.source {
+            if let rest = next.handlers.rest {
+                for handler in rest.reversed() { deferred.append((nextSource, handler)) }
+            }
+            current = first
+            source = nextSource
+        } else if let (s, h) = deferred.popLast() {
+            current = h
+            source = s
+        } else {
+            return
+        }
+    }
+}
+
+/// Releases a list of pending handlers without recursing through nested `deinit`s: every step
+/// we hold the last reference to gives up its own handlers before it is released.
+package func teardown(_ handlers: inout Handlers) {
+    guard !handlers.isEmpty else { return }
+    // No binding to the first handler may outlive the test: `popForTeardown` checks that the
+    // stack holds the only reference.
+    if handlers.rest == nil, !handlers.firstIsPromiseStep {
+        // A single handler that is not a step (an aggregate's input, a closure) is released as
+        // popping it from the stack would, without allocating the stack.
+        handlers = Handlers()
+        return
+    }
+    var stack: [any PromiseHandler] = []
+    handlers.moveAll(to: &stack)
+    while !stack.isEmpty {
+        // Only the stack may reference the element while its type pops it.
+        let kind = type(of: stack[stack.count - 1])
+        kind.popForTeardown(&stack)
+    }
+}
+
+// MARK: - Handlers that are not steps
+
+/// A handler that calls a closure; used by `pipe(to:)` and by less frequent operators.
+package final class ClosureHandler<T>: PromiseHandler, @unchecked Sendable {
+    // @unchecked: added on one thread, run once on the settling thread (ordered by the promise's lock).
+    private var body: ((Result<T>) -> ReleasedHandlers)?
+
+    package init(_ body: @escaping (Result<T>) -> ReleasedHandlers) {
+        self.body = body
+    }
+
+    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+        let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
+        let body = self.body
+        self.body = nil
+        return body?(result) ?? .none
+    }
+}
+
+/// A handler that settles `target` as its source settled; added by `relay(to:)`.
+final class Relay<T>: PromiseHandler, @unchecked Sendable {
+    // @unchecked: added on one thread, run once on the settling thread (ordered by the promise's lock).
+    private var target: Promise<T>?
+
+    init(_ target: Promise<T>) {
+        self.target = target
+    }
+
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
+        guard let target else { return .none }
+        self.target = nil
+        return target.settle(as: unsafeDowncast(source, to: Promise<T>.self))
+    }
+}
+
+/// A handler that can be taken off the pending promise it waits for (see
+/// `Promise.register(owner:_:)`), so that a long-lived promise does not keep what it no longer
+/// needs to notify.
+///
+/// It runs its action once, synchronously on the thread that settles the promise, unless it was
+/// removed first or its owner, held weakly, is gone. Removing it releases the action at once; the
+/// promise drops the spent entry the next time a registration finds its list full.
+package final class PromiseRegistration: PromiseHandler, @unchecked Sendable {
+    // @unchecked: `action` and `owner` are read and cleared only under the lock of `source`.
+    /// The promise registered on: its lock guards `action` and `owner`.
+    private weak var source: AnyObject?
+    private weak var owner: AnyObject?
+    private var action: ((_ owner: AnyObject, _ source: AnyObject) -> ReleasedHandlers)?
+
+    init(source: AnyObject, owner: AnyObject, action: @escaping (AnyObject, AnyObject) -> ReleasedHandlers) {
+        self.source = source
+        self.owner = owner
+        self.action = action
+    }
+
+    /// The owner, if the registration can still run; only under the source's lock. The caller
+    /// must release the reference returned only once that lock is unlocked: it may be the last.
+    var liveOwnerLocked: AnyObject? {
+        guard action != nil else { return nil }
+        return owner
+    }
+
+    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+        let lock = lockWordPointer(source)
+        lockWordLock(lock)
+        let action = self.action
+        self.action = nil
+        let owner = self.owner
+        self.owner = nil
+        lockWordUnlock(lock)
+        guard let action, let owner else { return .none }
+        return action(owner, source)
+    }
+
+    /// Takes the registration off its promise: the action will not run, and it is released
+    /// before `remove()` returns (outside every lock). Safe from any thread, any number of times.
+    /// Once the promise is gone nothing can run the action: it goes with the registration.
+    package func remove() {
+        guard let source else { return }
+        let lock = lockWordPointer(source)
+        lockWordLock(lock)
+        let action = self.action
+        self.action = nil
+        owner = nil
+        lockWordUnlock(lock)
+        withExtendedLifetime(action) {}
+    }
+}
