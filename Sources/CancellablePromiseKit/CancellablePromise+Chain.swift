@@ -184,7 +184,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> where U.T == T {
         step { entry in
             promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
-                guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+                guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
                 let next = try body(error)
@@ -281,7 +281,7 @@ extension CancellablePromise where T == Void {
     ) -> CancellablePromise<Void> {
         step { entry in
             promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
-                guard case .rejected(let error) = result, policy == .allErrors || !error.isCancelled else {
+                guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
                 try body(error)
