@@ -465,7 +465,8 @@ struct CancelActions {
     private var calls: [() -> Void] = []
     private var singleCall: (() -> Void)?
     private var released: [ReleasedHandlers] = []
-    private var single: ReleasedHandlers?
+    /// The first rejection's released handlers, kept inline (`.none` until there is one).
+    private var single: ReleasedHandlers = .none
     private var links: [CancelLink] = []
     private var dropped: [CancelEntry.Released] = []
     /// The first thing to release, kept inline: settling one promise releases one entry's
@@ -482,7 +483,7 @@ struct CancelActions {
     init() {}
 
     var isEmpty: Bool {
-        calls.isEmpty && singleCall == nil && released.isEmpty && single == nil && links.isEmpty
+        calls.isEmpty && singleCall == nil && released.isEmpty && !single.didSettle && links.isEmpty
             && dropped.isEmpty && firstDropped == nil && notified.isEmpty
     }
 
@@ -502,21 +503,21 @@ struct CancelActions {
             return
         }
         var unblocked = target.rejectForCancel(error)
-        guard unblocked.source != nil else {
+        guard case .released(let source, let handlers, let attachment) = unblocked else {
             // Settled on its own first: the closure is not called, a settled promise links
             // nothing; its own settle notification finishes the entry.
             drop(.init(cancelBody: body, link: link, target: target))
             return
         }
-        if let attached = unblocked.attachment, attached === entry {
+        if let attachment, attachment === entry {
             // Left the chain here, under the lock: `drain` notifies the earlier attachment in
             // the entry's place instead of taking the lock again.
-            unblocked.attachment = entry.earlier
+            unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
             entry.earlier = nil
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }
-        if single == nil { single = unblocked } else { released.append(unblocked) }
+        if !single.didSettle { single = unblocked } else { released.append(unblocked) }
     }
 
     /// Abandons `entry`: its cancel closure and links are released uncalled.
@@ -570,9 +571,10 @@ struct CancelActions {
         singleCall = nil
         for body in calls { body() }
         calls = []
-        if let single {
-            self.single = nil
-            drain(single)
+        if single.didSettle {
+            let first = single
+            single = .none
+            drain(first)
         }
         if !released.isEmpty {
             // Moved out in order rather than iterated: iterating copies every `ReleasedHandlers`.

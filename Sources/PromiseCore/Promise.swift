@@ -310,7 +310,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         attachment = nil
         unlock()
         // The attachment is notified (and released) by `drain`, outside every lock.
-        return ReleasedHandlers(source: self, handlers: released, attachment: attached)
+        return .released(source: self, handlers: released, attachment: attached)
     }
 
     /// Settles the promise and runs the released handlers.

@@ -35,7 +35,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
             return released
         }
         let released = settle(as: source)
-        if released.source != nil, let onWin {
+        if released.didSettle, let onWin {
             self.onWin = nil
             onWin(index)
         }

@@ -47,7 +47,7 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
             let released = settle(rejected: error)
-            if released.source != nil, let onReject {
+            if released.didSettle, let onReject {
                 self.onReject = nil
                 onReject(index)
             }
