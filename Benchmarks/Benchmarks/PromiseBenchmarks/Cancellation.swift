@@ -34,35 +34,14 @@ func registerCancellationBenchmarks() {
         blackHole(resolver)
     }
 
-    // race(autoCancel: true) over pending inputs, one fulfilled: every loser must be rejected
-    // (cancelled) when `fulfill` returns.
+    // race(autoCancel: true) and when(fulfilled:autoCancel: true) over 1,000 pending inputs
+    // (the small size of the scaling rows; see Scaling.swift).
     Benchmark("cancel_race_autocancel", configuration: configuration()) { benchmark in
-        let inputs = (0..<batch).map { _ in CancellablePromise<Int>.pending() }
-        let promises = inputs.map(\.promise)
-        let winnerIndex = batch / 2
-        benchmark.startMeasurement()
-        let winner = race(promises, autoCancel: true)
-        inputs[winnerIndex].resolver.fulfill(7)
-        benchmark.stopMeasurement()
-        precondition(winner.value == 7)
-        for (i, input) in promises.enumerated() where i != winnerIndex {
-            precondition(input.promise.isRejected && input.isCancelled, "a race loser is still pending")
-        }
+        raceAutoCancel(over: scalingSmall, benchmark)
     }
 
-    // when(fulfilled:autoCancel: true) over pending inputs, one rejected: the others are cancelled.
     Benchmark("cancel_when_autocancel", configuration: configuration()) { benchmark in
-        let inputs = (0..<batch).map { _ in CancellablePromise<Int>.pending() }
-        let promises = inputs.map(\.promise)
-        let failing = batch / 2
-        benchmark.startMeasurement()
-        let all = when(fulfilled: promises, autoCancel: true)
-        inputs[failing].resolver.reject(BenchmarkError.failed)
-        benchmark.stopMeasurement()
-        precondition(all.promise.isRejected)
-        for (i, input) in promises.enumerated() where i != failing {
-            precondition(input.promise.isRejected && input.isCancelled, "a when input is still pending")
-        }
+        whenAutoCancel(over: scalingSmall, benchmark)
     }
 
     // Owner-bound cancellation: 1,000 pending tasks cancelled one by one (the baseline of the
@@ -83,6 +62,37 @@ func registerCancellationBenchmarks() {
         bag.cancelAll()
         benchmark.stopMeasurement()
         precondition(chains.allSatisfy { $0.promise.isRejected })
+    }
+
+    // A cancellation token with 1,000 `onCancel` handlers, then cancelled: every handler runs
+    // (baseline: the same closures appended to a locked list, then taken out and called).
+    Benchmark("token_oncancel_cancel", configuration: configuration()) { _ in
+        let counter = Counter()
+        let request = CancellationRequest()
+        for _ in 0..<batch { request.token.onCancel { counter.value += 1 } }
+        request.cancel()
+        precondition(counter.value == batch && request.token.isCancelled, "a cancel handler did not run")
+    }
+
+    // The async bridge: `CancellablePromise { try await … }` made, cancelled, its rejection
+    // observed, and its `Task` awaited to its end, as `base_task_cancel` awaits its task. The
+    // bridge does not hand out its `Task`, so the operation reports its end on a `TaskEnd`.
+    Benchmark("cancel_async_bridge", configuration: configuration()) { _ async in
+        for _ in 0..<taskBatch {
+            let end = TaskEnd()
+            let promise = CancellablePromise<Void> {
+                defer { end.signal() }
+                try await Task.sleep(nanoseconds: 60_000_000_000)
+            }
+            promise.cancel()
+            do {
+                try await promise.async()
+                preconditionFailure("a cancelled bridge promise fulfilled")
+            } catch {
+                precondition(error.isCancelled)
+            }
+            await end.wait()
+        }
     }
 
     // A pending cancellable promise as its producer holds it: the promise and its resolver.

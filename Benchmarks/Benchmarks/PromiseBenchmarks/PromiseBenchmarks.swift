@@ -1,8 +1,9 @@
-// Benchmarks of issue 7: same-run baselines, the PromiseCore workloads, the cancellation
-// layer and memory. Every benchmark runs a batch of `n` operations per iteration; the table
-// printed by `Benchmarks/run` divides the p50 of each metric by `n` (see `Workloads.swift`'s
-// names and the batch sizes in `Benchmarks/run`). All handlers run with `on: nil` unless the
-// name says otherwise, so the numbers are the library's own cost.
+// The benchmarks: same-run baselines, the PromiseCore workloads and memory here, the
+// cancellation layer in `Cancellation.swift`, the small/large pairs in `Scaling.swift`. Every
+// benchmark runs a batch of `n` operations per iteration; the table printed by
+// `Benchmarks/run` divides the p50 of each metric by `n` (the batch sizes are listed there).
+// All handlers run with `on: nil` unless the name says otherwise, so the numbers are the
+// library's own cost.
 
 import Benchmark
 import CancellablePromiseKit
@@ -41,11 +42,15 @@ final class LockedBox {
 
     deinit { pthread_mutex_destroy(lockAddress) }
 
-    @inline(__always) var lockAddress: UnsafeMutablePointer<pthread_mutex_t> {
-        UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
-            .advanced(by: 16)
-            .assumingMemoryBound(to: pthread_mutex_t.self)
-    }
+    @inline(__always) var lockAddress: UnsafeMutablePointer<pthread_mutex_t> { firstMutex(of: self) }
+}
+
+/// The address of an object's first stored property, a `pthread_mutex_t` (past the 16-byte
+/// object header), as a promise's inline lock word is found.
+@inline(__always) func firstMutex(of object: AnyObject) -> UnsafeMutablePointer<pthread_mutex_t> {
+    UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        .advanced(by: 16)
+        .assumingMemoryBound(to: pthread_mutex_t.self)
 }
 
 @inline(never) func allocLockFree(_ i: Int) -> Int {
@@ -67,6 +72,78 @@ final class LockedBox {
     return f(0)
 }
 
+/// Counts the closures of a workload that ran (on the thread that runs them all).
+final class Counter {
+    var value = 0
+}
+
+/// A list of closures behind a mutex: appended one by one, then taken out at once and called
+/// outside the lock, as a cancellation token keeps and runs its handlers.
+final class LockedClosures {
+    var word = pthread_mutex_t()  // must stay the first stored property
+    private var closures: [() -> Void] = []
+
+    deinit { pthread_mutex_destroy(firstMutex(of: self)) }
+
+    func append(_ closure: @escaping () -> Void) {
+        pthread_mutex_lock(firstMutex(of: self))
+        closures.append(closure)
+        pthread_mutex_unlock(firstMutex(of: self))
+    }
+
+    func takeAll() -> [() -> Void] {
+        pthread_mutex_lock(firstMutex(of: self))
+        defer { pthread_mutex_unlock(firstMutex(of: self)) }
+        let taken = closures
+        closures = []
+        return taken
+    }
+}
+
+/// `remaining` blocks on `queue` one after the other, each enqueuing the next; the last one
+/// signals `done`.
+func hop(_ remaining: Int, on queue: DispatchQueue, done: DispatchSemaphore) {
+    queue.async {
+        if remaining > 1 {
+            hop(remaining - 1, on: queue, done: done)
+        } else {
+            done.signal()
+        }
+    }
+}
+
+/// The end of a task the benchmark cannot await directly: `signal()` from the task, `await
+/// wait()` from the benchmark, in either order. One waiter.
+final class TaskEnd: @unchecked Sendable {
+    var word = pthread_mutex_t()  // must stay the first stored property
+    private var ended = false
+    private var waiter: UnsafeContinuation<Void, Never>?
+
+    deinit { pthread_mutex_destroy(firstMutex(of: self)) }
+
+    func signal() {
+        pthread_mutex_lock(firstMutex(of: self))
+        ended = true
+        let waiter = self.waiter
+        self.waiter = nil
+        pthread_mutex_unlock(firstMutex(of: self))
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            pthread_mutex_lock(firstMutex(of: self))
+            if ended {
+                pthread_mutex_unlock(firstMutex(of: self))
+                continuation.resume()
+            } else {
+                waiter = continuation
+                pthread_mutex_unlock(firstMutex(of: self))
+            }
+        }
+    }
+}
+
 // MARK: - Batch sizes (keep in sync with the N column of `Benchmarks/run`)
 
 let batch = 1_000
@@ -74,6 +151,15 @@ let chainLength = 1_000
 let hopChainLength = 10_000
 let taskBatch = 100
 let rssChainLength = 100_000
+/// Scaling pairs (Scaling.swift): the small size of each pair, and the large ones.
+let scalingSmall = 1_000
+let aggregateLarge = 16_000
+let loopLarge = 64_000
+let joinLarge = 64_000
+
+/// The serial queue of the queue-hop rows (the default queue of `then`/`map` is the main
+/// queue, which nothing drains in the benchmark process).
+let hopQueue = DispatchQueue(label: "PromiseBenchmarks.hops")
 
 let benchmarks: @Sendable () -> Void = {
     conf.logHandler = { _ in }  // races leave pending losers behind on purpose
@@ -93,6 +179,23 @@ let benchmarks: @Sendable () -> Void = {
             let task = Task { i &+ 1 }
             blackHole(await task.value)
         }
+    }
+
+    // 10,000 blocks on one serial queue, each enqueuing the next (the baseline of a hop chain).
+    Benchmark("base_queue_hops", configuration: configuration()) { _ in
+        let done = DispatchSemaphore(value: 0)
+        hop(hopChainLength, on: hopQueue, done: done)
+        done.wait()
+    }
+
+    // 1,000 closures appended to a list under a mutex, then taken out and called (the baseline
+    // of token handlers).
+    Benchmark("base_locked_closures", configuration: configuration()) { _ in
+        let counter = Counter()
+        let list = LockedClosures()
+        for _ in 0..<batch { list.append { counter.value += 1 } }
+        for closure in list.takeAll() { closure() }
+        precondition(counter.value == batch)
     }
 
     Benchmark("base_task_cancel", configuration: configuration()) { _ async in
@@ -179,6 +282,30 @@ let benchmarks: @Sendable () -> Void = {
         precondition(tail.value == hopChainLength)
     }
 
+    // A 10,000-link map chain on one serial queue, as handlers on a default queue hop: every
+    // link is one `async` on the queue (baseline: `base_queue_hops`). `map` rather than `then`
+    // returning `Promise.value`: one hop and one closure per link, as the baseline has, with no
+    // promise made by the body. The chain is built before timing and its links are kept until
+    // after it (so they are not freed while it runs); the time is the run, from fulfilling the
+    // head to the tail's handler.
+    Benchmark("core_hop_serial_map_chain", configuration: configuration(seconds: 2)) { benchmark in
+        let (head, resolver) = Promise<Int>.pending()
+        var links: [Promise<Int>] = []
+        links.reserveCapacity(hopChainLength)
+        var tail = head
+        for _ in 0..<hopChainLength {
+            tail = tail.map(on: hopQueue) { $0 &+ 1 }
+            links.append(tail)
+        }
+        let finished = DispatchSemaphore(value: 0)
+        tail.pipe { _ in finished.signal() }
+        benchmark.startMeasurement()
+        resolver.fulfill(0)
+        finished.wait()
+        benchmark.stopMeasurement()
+        precondition(tail.value == hopChainLength && links.allSatisfy { $0.isFulfilled })
+    }
+
     // MARK: Memory (allocated bytes of objects kept pending; the table reports bytes/op)
 
     // A pending promise as its producer holds it: the promise and its resolver.
@@ -213,4 +340,5 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     registerCancellationBenchmarks()
+    registerScalingBenchmarks()
 }
