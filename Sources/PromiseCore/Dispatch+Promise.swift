@@ -1,5 +1,7 @@
 import Dispatch
 
+// Promises from work run on a dispatch queue: `DispatchQueue.async(.promise)`, as in PromiseKit.
+
 extension DispatchQueue {
     /// Runs `body` on this queue and returns a promise of its result; a throw rejects.
     ///

@@ -2,6 +2,9 @@ import CancellablePromiseKit
 import Foundation
 import PromiseCore
 
+// A notification as a guarantee: the next matching notification, observed once; cancelling it
+// removes the observer.
+
 extension NotificationCenter {
     /// Returns a guarantee of the next notification named `name` (from `object`, if given),
     /// as PromiseKit's `observe(once:object:)`.
