@@ -124,11 +124,7 @@ final class CancellationEdgeCaseTests: XCTestCase {
             }
             steps.append(made.value!)
         }
-        queue.resume()
-        queue.sync {}
-        let fulfilled = steps.filter { $0.isFulfilled }.count
-        XCTAssertEqual(ran.value, 0, "step bodies started after cancel() had returned")
-        XCTAssertEqual(fulfilled, 0, "steps of cancelled chains fulfilled")
+        assertNoBodyRan(once: queue, runs: steps, ran: ran, "step bodies started after cancel() had returned")
     }
 
     /// A step after an observer, when the observer settles while another thread cancels the
@@ -153,11 +149,21 @@ final class CancellationEdgeCaseTests: XCTestCase {
                 if i == 0 { resolver.fulfill(1) } else { head.cancel() }
             }
         }
+        assertNoBodyRan(
+            once: queue, runs: steps, ran: ran, "step bodies after an observer started after cancel() had returned")
+    }
+
+    /// Resumes `queue`, waits until it has run what was queued on it, and checks that no step
+    /// body ran (`ran`) and that no step fulfilled.
+    private func assertNoBodyRan(
+        once queue: DispatchQueue, runs steps: [CancellablePromise<Int>], ran: Counter, _ message: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         queue.resume()
         queue.sync {}
-        let fulfilled = steps.filter { $0.isFulfilled }.count
-        XCTAssertEqual(ran.value, 0, "step bodies after an observer started after cancel() had returned")
-        XCTAssertEqual(fulfilled, 0, "steps of cancelled chains fulfilled")
+        XCTAssertEqual(ran.value, 0, message, file: file, line: line)
+        XCTAssertEqual(
+            steps.filter { $0.isFulfilled }.count, 0, "steps of cancelled chains fulfilled", file: file, line: line)
     }
 
     // MARK: - autoCancel and a loser linked to the winner

@@ -89,18 +89,6 @@ final class DeinitProbe: @unchecked Sendable {
     func touchedTrue() -> Bool { true }
 }
 
-extension PromiseCore.Result {
-    var fulfilledValue: T? {
-        if case .fulfilled(let value) = self { return value }
-        return nil
-    }
-
-    var rejectedError: Error? {
-        if case .rejected(let error) = self { return error }
-        return nil
-    }
-}
-
 extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.

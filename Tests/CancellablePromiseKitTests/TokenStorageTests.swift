@@ -70,29 +70,29 @@ final class TokenStorageTests: XCTestCase {
     }
 
     func testDroppedAndTokensAreFreed() {
-        let left = CancellationRequest()
-        let right = CancellationRequest()
-        weak var last: CancellationToken?
-        for _ in 0..<rounds {
-            let both = left.token && right.token
-            last = both
-        }
-        XCTAssertNil(last)
-        XCTAssertEqual(left.token.pendingHandlerCount, 0)
-        XCTAssertEqual(right.token.pendingHandlerCount, 0)
+        assertDroppedTokensAreFreed { $0 && $1 }
     }
 
     func testDroppedOrTokensAreFreed() {
+        assertDroppedTokensAreFreed { $0 || $1 }
+    }
+
+    /// Makes `rounds` tokens from two long-lived operands with `combine` and drops each: none
+    /// survives, and the operands keep no entry for them.
+    private func assertDroppedTokensAreFreed(
+        _ combine: (CancellationToken, CancellationToken) -> CancellationToken,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let left = CancellationRequest()
         let right = CancellationRequest()
         weak var last: CancellationToken?
         for _ in 0..<rounds {
-            let either = left.token || right.token
-            last = either
+            let combined = combine(left.token, right.token)
+            last = combined
         }
-        XCTAssertNil(last)
-        XCTAssertEqual(left.token.pendingHandlerCount, 0)
-        XCTAssertEqual(right.token.pendingHandlerCount, 0)
+        XCTAssertNil(last, file: file, line: line)
+        XCTAssertEqual(left.token.pendingHandlerCount, 0, file: file, line: line)
+        XCTAssertEqual(right.token.pendingHandlerCount, 0, file: file, line: line)
     }
 
     func testDroppedChainsOfDerivedTokensAreFreed() {

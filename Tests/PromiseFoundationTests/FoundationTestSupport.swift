@@ -14,18 +14,6 @@ func freshID() -> String {
     UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
 }
 
-extension PromiseCore.Result {
-    var fulfilledValue: T? {
-        if case .fulfilled(let value) = self { return value }
-        return nil
-    }
-
-    var rejectedError: Error? {
-        if case .rejected(let error) = self { return error }
-        return nil
-    }
-}
-
 /// Median of measurements.
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()

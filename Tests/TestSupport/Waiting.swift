@@ -25,3 +25,17 @@ public func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bo
     }
     return condition()
 }
+
+extension PromiseCore.Result {
+    /// The value, if fulfilled.
+    public var fulfilledValue: T? {
+        if case .fulfilled(let value) = self { return value }
+        return nil
+    }
+
+    /// The error, if rejected.
+    public var rejectedError: Error? {
+        if case .rejected(let error) = self { return error }
+        return nil
+    }
+}
