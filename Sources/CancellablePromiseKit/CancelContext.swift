@@ -815,37 +815,30 @@ final class CancelStorage: @unchecked Sendable {
     /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
     /// if the promise has settled or the chain was cancelled.
     @usableFromInline func add(_ entry: CancelEntry, for promise: any CancelTarget) {
-        if entry.isAttachedAtCreation {
-            // A step that settled meanwhile has already told its entry (now done): `list`
-            // releases it instead of listing it.
-            let root = lockRoot()
-            if root.state.listIfActive(entry, target: promise) {
-                root.unlock()
+        // A step made with its entry as attachment is attached already; any other promise gets
+        // the entry as attachment now, keeping the one it had (not a producer's task, which the
+        // entry's cancel closure stands for) to tell when it settles.
+        var earlier: (any PromiseAttachment)?
+        if !entry.isAttachedAtCreation {
+            let (attached, previous) = promise.replaceAttachment(with: entry)
+            guard attached else {
+                // Settled already: nothing to cancel; the closure is released uncalled.
+                withRoot { _, actions in
+                    entry.index = CancelEntry.done
+                    actions.release(entry.takeAll())
+                }
                 return
             }
-            var actions = CancelActions()
-            root.state.list(entry, target: promise, into: &actions)
-            root.unlock()
-            if !actions.isEmpty { CancelStorage.finish(&actions) }
-            return
-        }
-        let (attached, previous) = promise.replaceAttachment(with: entry)
-        guard attached else {
-            // Settled already: nothing to cancel; the closure is released uncalled.
-            withRoot { _, actions in
-                entry.index = CancelEntry.done
-                actions.release(entry.takeAll())
-            }
-            return
+            if !(previous is PromiseCancellation), previous !== entry { earlier = previous }
         }
         let root = lockRoot()
-        if !(previous is PromiseCancellation), previous !== entry {
-            entry.earlier = previous
-        }
+        if let earlier { entry.earlier = earlier }
         if root.state.listIfActive(entry, target: promise) {
             root.unlock()
             return
         }
+        // Settled meanwhile (the entry was told, and is done: `list` releases it), or the chain
+        // is cancelled or abandoned.
         var actions = CancelActions()
         if entry.index == CancelEntry.done {
             // Settled between being attached and being listed: the earlier attachment is told
