@@ -54,12 +54,12 @@ private func race<T>(
 ) -> CancellablePromise<T> {
     guard !promises.isEmpty else { return CancellablePromise(error: PMKError.badInput) }
     guard autoCancel else {
-        let all = promises.map { $0.promise }
+        let all = promises.mapThroughBuffer { $0.promise }
         let winner = fulfilledOnly ? PromiseCore.race(fulfilled: all) : PromiseCore.race(all)
         return CancellablePromise(member: winner, context: CancelContext(), cancel: nil)
     }
-    let inputs = AutoCancelInputs(promises.map { $0.cancelInput })
-    let winner = PromiseCore.race(indexed: promises.map { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
+    let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
+    let winner = PromiseCore.race(indexed: promises.mapThroughBuffer { $0.promise }, fulfilledOnly: fulfilledOnly) { index in
         inputs.cancelLosers(winner: index)
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)

@@ -11,7 +11,7 @@ import PromiseCore
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
-    when(fulfilled: promises.map { $0.promise }, inputs: promises.map { $0.cancelInput }, autoCancel: autoCancel)
+    when(fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: promises.mapThroughBuffer { $0.cancelInput }, autoCancel: autoCancel)
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
@@ -155,8 +155,8 @@ private func when<T>(
 /// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
 /// others running (what a `thenMap` step waits on).
 func whenAll<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
-    let inputs = AutoCancelInputs(promises.map { $0.cancelInput })
-    let all = PromiseCore.when(fulfilled: promises.map { $0.promise })
+    let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
+    let all = PromiseCore.when(fulfilled: promises.mapThroughBuffer { $0.promise })
     return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
 }
 
@@ -167,8 +167,8 @@ public func when<T>(
 )
     -> CancellablePromise<[Result<T>]>
 {
-    let all = when(resolved: promises.map { $0.promise })
-    let inputs = autoCancel ? AutoCancelInputs(promises.map { $0.cancelInput }) : nil
+    let all = when(resolved: promises.mapThroughBuffer { $0.promise })
+    let inputs = autoCancel ? AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput }) : nil
     return CancellablePromise(member: all.promise, context: CancelContext(), cancel: inputs?.cancelAll)
 }
 
