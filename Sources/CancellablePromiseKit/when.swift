@@ -11,7 +11,9 @@ import PromiseCore
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
-    when(fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: promises.mapThroughBuffer { $0.cancelInput }, autoCancel: autoCancel)
+    when(
+        fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: promises.mapThroughBuffer { $0.cancelInput },
+        autoCancel: autoCancel)
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
