@@ -59,8 +59,8 @@ private func race<T>(
         return CancellablePromise(member: winner, context: CancelContext(), cancel: nil)
     }
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
-    let winner = PromiseCore.race(indexed: promises.mapThroughBuffer { $0.promise }, fulfilledOnly: fulfilledOnly) {
-        index in
+    let cores = promises.mapThroughBuffer { $0.promise }
+    let winner = PromiseCore.race(indexed: cores, fulfilledOnly: fulfilledOnly) { index in
         inputs.cancelLosers(winner: index)
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)
