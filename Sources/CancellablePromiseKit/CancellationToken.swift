@@ -72,6 +72,9 @@ public final class CancellationToken: @unchecked Sendable {
     private var nextID: UInt64 = 0
     /// Entry count at which the next sweep runs (dead weak registrations, dead links).
     private var sweepAt = 16
+    /// Whether the list may hold what a sweep drops (registered objects, links to derived
+    /// tokens): a list of handlers only is never swept.
+    private var maySweep = false
     /// The last sweep pass that visited this token (a pass visits each token once).
     private var lastSweepPass: UInt64 = 0
     /// Entries that are handlers or registered objects (not links to derived tokens).
@@ -265,8 +268,9 @@ public final class CancellationToken: @unchecked Sendable {
             ownEntryCount += 1
             if isDerived && ownEntryCount == 1 { keptAlive = self }
         }
-        let sweep = entries.count >= sweepAt
-        if sweep {
+        if action.isSweepable { maySweep = true }
+        let sweep = maySweep && entries.count >= sweepAt
+        if entries.count >= sweepAt {
             sweepAt = max(16, 2 * entries.count)  // no other addition starts a sweep meanwhile
         }
         unlock()
@@ -346,15 +350,20 @@ public final class CancellationToken: @unchecked Sendable {
         var kept: [Entry] = []
         kept.reserveCapacity(entries.count)
         var deadOwn = 0
+        var keepsSweepable = false
         for entry in entries {
             switch entry.action {
             case .cancel(let weak) where weak.isReleased:
                 after.drop.append(entry)
                 deadOwn += 1
+            case .cancel:
+                kept.append(entry)
+                keepsSweepable = true
             case .derived(let link):
                 if let target = link.target {
                     derived.append(target)
                     kept.append(entry)
+                    keepsSweepable = true
                 } else {
                     after.drop.append(entry)
                 }
@@ -363,6 +372,7 @@ public final class CancellationToken: @unchecked Sendable {
             }
         }
         entries = kept
+        maySweep = keepsSweepable
         if deadOwn > 0 { after.release = ownEntriesRemoved(deadOwn) }
         unlock()
         var below = 0
@@ -617,6 +627,14 @@ private enum Action {
     var isOwn: Bool {
         if case .derived = self { return false }
         return true
+    }
+
+    /// Registered objects (held weakly) and links to derived tokens: what a sweep may drop.
+    var isSweepable: Bool {
+        switch self {
+        case .cancel, .derived: return true
+        case .onCancel, .onComplete: return false
+        }
     }
 }
 

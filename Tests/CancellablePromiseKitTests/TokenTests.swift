@@ -301,6 +301,20 @@ final class TokenTests: XCTestCase {
         XCTAssertTrue(alive.allSatisfy { $0.cancelCount == 1 })
     }
 
+    /// A list of handlers only is never swept (there is nothing to drop); registered objects
+    /// added to it later are swept as it grows, and the handlers all still run.
+    func testReleasedCancellablesAddedAfterManyHandlersAreSwept() {
+        let request = CancellationRequest()
+        let ran = Counter()
+        for _ in 0..<1_000 { request.token.onCancel { ran.increment() } }
+        XCTAssertEqual(request.token.pendingHandlerCount, 1_000)
+        for _ in 0..<10_000 { request.token.register(TokenCancellableSpy()) }
+        // Swept each time the list doubles: at most about twice the 1,000 live handlers.
+        XCTAssertLessThanOrEqual(request.token.pendingHandlerCount, 2_048)
+        request.cancel()
+        XCTAssertEqual(ran.value, 1_000)
+    }
+
     func testRequestIsCancellableSoTokensCanBeLinked() {
         let parent = CancellationRequest()
         let child = CancellationRequest()
