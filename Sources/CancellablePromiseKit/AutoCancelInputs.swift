@@ -44,11 +44,12 @@ final class AutoCancelInputs: Sendable {
         // wait on the winner).
         let winnerRoot = winner.context.storage.root
         for (position, loser) in inputs.enumerated() where position != index {
-            guard loser.entry !== winner.entry, loser.entry.home.isListed(loser.entry) else { continue }
+            guard loser.entry !== winner.entry else { continue }
+            // Each event below does nothing if the loser is no longer listed (settled).
             if loser.context.storage.isSameChain(as: winner.context.storage) {
                 loser.entry.home.cancelAlone(loser.entry, excluding: winnerRoot)
             } else {
-                loser.context.storage.cancel(with: boxedCancellation, at: .library, excluding: winnerRoot)
+                loser.context.storage.cancel(ifListed: loser.entry, excluding: winnerRoot)
             }
         }
     }
@@ -56,9 +57,7 @@ final class AutoCancelInputs: Sendable {
     /// Cancels every input still pending: the cancel closure of the combinator's result.
     func cancelAll() {
         guard let inputs = take() else { return }
-        for input in inputs where input.entry.home.isListed(input.entry) {
-            input.context.cancel()
-        }
+        for input in inputs { input.context.storage.cancel(ifListed: input.entry) }
     }
 }
 

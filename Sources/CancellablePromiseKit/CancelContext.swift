@@ -794,11 +794,13 @@ final class CancelStorage: @unchecked Sendable {
     }
 
     /// Cancels the chain if `entry` is still listed (its promise pending): one lock for the
-    /// check and the cancellation (what a `CancelBag` does for a stored promise).
-    func cancel(ifListed entry: CancelEntry) {
+    /// check and the cancellation (what a `CancelBag` does for a stored promise, and
+    /// `autoCancel` for a loser); links followed never reach `excluded`.
+    func cancel(ifListed entry: CancelEntry, excluding excluded: CancelStorage? = nil) {
         withRoot { state, actions in
             guard entry.index >= 0 else { return }
             actions.linkSite = .library
+            actions.excludedRoot = excluded
             _ = state.cancel(with: boxedCancellation, at: .library, into: &actions)
         }
     }

@@ -222,9 +222,7 @@ private final class Generation: Sendable {
             defer { state.inputs = [] }
             return state.inputs
         }
-        for input in inputs where input.entry.home.isListed(input.entry) {
-            input.context.cancel()
-        }
+        for input in inputs { input.context.storage.cancel(ifListed: input.entry) }
     }
 }
 
