@@ -100,65 +100,52 @@ final class CancellationEdgeCaseTests: XCTestCase {
     /// with `queue` suspended until both threads are done, the step was either rejected by the
     /// cancellation or finds the chain cancelled when its body is about to start.
     func testStepMadeConcurrentlyWithCancelNeverRunsItsBodyAfterwards() {
-        let queue = DispatchQueue(label: "edge.step")
-        queue.suspend()
-        let ran = Counter()
-        var steps: [CancellablePromise<Int>] = []
-        let rounds = 50_000
-        for _ in 0..<rounds {
+        assertNoQueuedBodyRuns(label: "edge.step", "step bodies started after cancel() had returned") { queue, body in
             let (head, resolver) = CancellablePromise<Int>.pending()
             resolver.fulfill(1)
             let made = SendableBox<CancellablePromise<Int>?>(nil)
             let box = UncheckedBox(head)
             DispatchQueue.concurrentPerform(iterations: 2) { i in
                 let head = box.value
-                if i == 0 {
-                    let step = head.map(on: queue) { value -> Int in
-                        ran.increment()
-                        return value
-                    }
-                    made.value = step
-                } else {
-                    head.cancel()
-                }
+                if i == 0 { made.value = head.map(on: queue, body) } else { head.cancel() }
             }
-            steps.append(made.value!)
+            return made.value!
         }
-        assertNoBodyRan(once: queue, runs: steps, ran: ran, "step bodies started after cancel() had returned")
     }
 
     /// A step after an observer, when the observer settles while another thread cancels the
     /// chain, never runs its queued body: either the observer passes the cancellation on, or
     /// the step finds the chain cancelled when its body is about to start.
     func testStepAfterObserverNeverRunsItsBodyAfterCancelReturned() {
-        let queue = DispatchQueue(label: "edge.observer")
-        queue.suspend()
-        let ran = Counter()
-        var steps: [CancellablePromise<Int>] = []
-        let rounds = 50_000
-        for _ in 0..<rounds {
+        let message = "step bodies after an observer started after cancel() had returned"
+        assertNoQueuedBodyRuns(label: "edge.observer", message) { queue, body in
             let (head, resolver) = CancellablePromise<Int>.pending()
-            let step = head.ensure(on: nil) {}.map(on: queue) { value -> Int in
-                ran.increment()
-                return value
-            }
-            steps.append(step)
+            let step = head.ensure(on: nil) {}.map(on: queue, body)
             let box = UncheckedBox((head, resolver))
             DispatchQueue.concurrentPerform(iterations: 2) { i in
                 let (head, resolver) = box.value
                 if i == 0 { resolver.fulfill(1) } else { head.cancel() }
             }
+            return step
         }
-        assertNoBodyRan(
-            once: queue, runs: steps, ran: ran, "step bodies after an observer started after cancel() had returned")
     }
 
-    /// Resumes `queue`, waits until it has run what was queued on it, and checks that no step
-    /// body ran (`ran`) and that no step fulfilled.
-    private func assertNoBodyRan(
-        once queue: DispatchQueue, runs steps: [CancellablePromise<Int>], ran: Counter, _ message: String,
-        file: StaticString = #filePath, line: UInt = #line
+    /// Runs 50,000 rounds of `round`, which makes a step whose body (`body`, counting its runs)
+    /// is queued on `queue` while its chain is cancelled; `queue` stays suspended until every
+    /// round is over. Then checks that no body ran and that no step fulfilled.
+    private func assertNoQueuedBodyRuns(
+        label: String, _ message: String, file: StaticString = #filePath, line: UInt = #line,
+        round: (_ queue: DispatchQueue, _ body: @escaping @Sendable (Int) -> Int) -> CancellablePromise<Int>
     ) {
+        let queue = DispatchQueue(label: label)
+        queue.suspend()
+        let ran = Counter()
+        let body: @Sendable (Int) -> Int = { value in
+            ran.increment()
+            return value
+        }
+        var steps: [CancellablePromise<Int>] = []
+        for _ in 0..<50_000 { steps.append(round(queue, body)) }
         queue.resume()
         queue.sync {}
         XCTAssertEqual(ran.value, 0, message, file: file, line: line)
