@@ -11,7 +11,9 @@ let package = Package(
         .executable(name: "Example", targets: ["Example"]),
     ],
     targets: [
-        .target(name: "PromiseCore"),
+        // The lock word of promises on Linux (a futex lock; see its header).
+        .target(name: "CPromiseLock"),
+        .target(name: "PromiseCore", dependencies: ["CPromiseLock"]),
         .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore"]),
         .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
         .target(

@@ -56,4 +56,31 @@ final class LockWordTests: XCTestCase {
         }
         XCTAssertEqual(cell.withLock { $0 }, 80_000)
     }
+
+    /// Threads that find the lock held long enough to stop spinning sleep (on Linux, on the futex)
+    /// and are woken one by one as it is released: no increment is lost, no thread sleeps for
+    /// ever, and the word is back to "unlocked" at the end.
+    func testContendedLockSleepsAndWakesEveryWaiter() {
+        let cell = Locked(0)
+        let holding = DispatchSemaphore(value: 0)
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            cell.withLock { value in
+                holding.signal()
+                usleep(50_000)  // long enough for the waiters to stop spinning and sleep
+                value += 1
+            }
+        }
+        holding.wait()
+        for _ in 0..<6 {
+            DispatchQueue.global().async(group: group) {
+                for _ in 0..<2_000 { cell.withLock { $0 += 1 } }
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(cell.withLock { $0 }, 12_001)
+        #if os(Linux)
+        XCTAssertEqual(lockWordPointer(cell).pointee, 0, "the lock word is left unlocked")
+        #endif
+    }
 }
