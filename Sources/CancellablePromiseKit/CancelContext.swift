@@ -503,17 +503,21 @@ struct CancelActions {
             return
         }
         var unblocked = target.rejectForCancel(error)
-        guard case .released(let source, let handlers, let attachment) = unblocked else {
+        switch unblocked {
+        case .none:
             // Settled on its own first: the closure is not called, a settled promise links
             // nothing; its own settle notification finishes the entry.
             drop(.init(cancelBody: body, link: link, target: target))
             return
-        }
-        if let attachment, attachment === entry {
-            // Left the chain here, under the lock: `drain` notifies the earlier attachment in
-            // the entry's place instead of taking the lock again.
-            unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
-            entry.earlier = nil
+        case .settled:
+            break
+        case .released(let source, let handlers, let attachment):
+            if let attachment, attachment === entry {
+                // Left the chain here, under the lock: `drain` notifies the earlier attachment
+                // in the entry's place instead of taking the lock again.
+                unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
+                entry.earlier = nil
+            }
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }

@@ -178,13 +178,16 @@ private func isRemovedRegistration(
 @usableFromInline package enum ReleasedHandlers {
     /// Nothing settled (the promise had settled already), or nothing to run.
     case none
+    /// The promise settled, with no handler waiting and no attachment to tell: the common end
+    /// of a chain, returned without a reference to the promise (nothing to retain or release).
+    case settled
     /// `source` settled, releasing `handlers` and its `attachment` (told first).
     case released(source: AnyObject, handlers: Handlers, attachment: (any PromiseAttachment)?)
 
     /// Whether the call that returned this settled its promise.
     @inline(__always) package var didSettle: Bool {
-        if case .released = self { return true }
-        return false
+        if case .none = self { return false }
+        return true
     }
 }
 
@@ -216,7 +219,7 @@ private func isRemovedRegistration(
                 source = nextSource
                 continue
             }
-        case .none:
+        case .none, .settled:
             break
         }
         if let (s, h) = deferred.popLast() {

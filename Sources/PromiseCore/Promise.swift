@@ -304,6 +304,10 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @inline(__always)
     final func settleLocked() -> ReleasedHandlers {
         isSettled = true
+        if handlers.isEmpty && attachment == nil {
+            unlock()
+            return .settled
+        }
         let released = handlers
         handlers = Handlers()
         let attached = attachment
