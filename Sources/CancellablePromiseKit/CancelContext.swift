@@ -502,26 +502,30 @@ struct CancelActions {
             drop(.init(cancelBody: body, link: link, target: nil))
             return
         }
-        var unblocked = target.rejectForCancel(error)
-        switch unblocked {
+        let rejected = target.rejectForCancel(error)
+        let unblocked: ReleasedHandlers
+        // Consumed, so that the payload moves into what is kept instead of being copied.
+        switch consume rejected {
         case .none:
             // Settled on its own first: the closure is not called, a settled promise links
             // nothing; its own settle notification finishes the entry.
             drop(.init(cancelBody: body, link: link, target: target))
             return
         case .settled:
-            break
+            unblocked = .settled
         case .released(let source, let handlers, let attachment):
             if let attachment, attachment === entry {
                 // Left the chain here, under the lock: `drain` notifies the earlier attachment
                 // in the entry's place instead of taking the lock again.
                 unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
                 entry.earlier = nil
+            } else {
+                unblocked = .released(source: source, handlers: handlers, attachment: attachment)
             }
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }
-        if !single.didSettle { single = unblocked } else { released.append(unblocked) }
+        if !single.didSettle { single = consume unblocked } else { released.append(consume unblocked) }
     }
 
     /// Abandons `entry`: its cancel closure and links are released uncalled.
@@ -576,14 +580,20 @@ struct CancelActions {
         for body in calls { body() }
         calls = []
         if single.didSettle {
-            let first = single
-            single = .none
-            drain(first)
+            var first = ReleasedHandlers.none
+            swap(&first, &single)
+            drain(consuming: first)
         }
         if !released.isEmpty {
-            // Moved out in order rather than iterated: iterating copies every `ReleasedHandlers`.
-            released.reverse()
-            while let unblocked = released.popLast() { drain(unblocked) }
+            // Each value is swapped out, in order, and handed over: iterating or popping would
+            // copy every `ReleasedHandlers` (a retain and a release per reference in it).
+            var list: [ReleasedHandlers] = []
+            swap(&list, &released)
+            for index in list.indices {
+                var unblocked = ReleasedHandlers.none
+                swap(&unblocked, &list[index])
+                drain(consuming: unblocked)
+            }
         }
         if let link = firstDropped?.link {
             // Links are released through `LinkRelease`, with the others below.
@@ -687,7 +697,18 @@ final class CancelStorage: @unchecked Sendable {
 
     /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
     /// shortening the path for the next caller.
+    @inline(__always)
     private func lockRoot() -> CancelStorage {
+        // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
+        lock()
+        guard case .forwarded = state.phase else { return self }
+        unlock()
+        return lockForwardedRoot()
+    }
+
+    /// `lockRoot` for a storage absorbed by a join.
+    @inline(never)
+    private func lockForwardedRoot() -> CancelStorage {
         var storage = self
         var hops = 0
         while true {

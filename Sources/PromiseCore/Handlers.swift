@@ -198,7 +198,26 @@ private func isRemovedRegistration(
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the
 /// order a recursive implementation would use (the order they were added, at each promise).
 @usableFromInline package func drain(_ start: ReleasedHandlers) {
-    guard case .released(var source, let handlers, let attachment) = start else { return }
+    guard case .released(let source, let handlers, let attachment) = start else { return }
+    runReleased(source: source, handlers: handlers, attachment: attachment)
+}
+
+/// `drain` for a value the caller gives up (one taken out of a list): its payload moves into
+/// the loop instead of being copied, one retain and one release fewer per reference in it.
+package func drain(consuming start: consuming ReleasedHandlers) {
+    switch consume start {
+    case .released(let source, let handlers, let attachment):
+        runReleased(source: source, handlers: handlers, attachment: attachment)
+    case .none, .settled:
+        return
+    }
+}
+
+/// The loop of `drain`, from the first settled promise's released handlers and attachment.
+private func runReleased(
+    source: consuming AnyObject, handlers: consuming Handlers, attachment: consuming (any PromiseAttachment)?
+) {
+    var source = source
     attachment?.promiseDidSettle()
     guard var current = handlers.first else { return }
     var deferred: [(AnyObject, any PromiseHandler)] = []

@@ -180,6 +180,9 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Destroys the value stored by `initializeValue`.
     private final func destroyValue() {
         if Self.storesValueInline {
+            // A trivial value (an `Int`, a struct of them) needs no destroying; asking costs one
+            // load where the generic `deinitialize` costs three calls.
+            guard !_isPOD(T.self) else { return }
             valueBufferPointer.assumingMemoryBound(to: T.self).deinitialize(count: 1)
         } else {
             let pointer = valueBufferPointer.load(as: UnsafeMutablePointer<T>.self)
