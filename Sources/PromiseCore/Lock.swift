@@ -106,7 +106,9 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 package final class Locked<Value>: @unchecked Sendable {
     // @unchecked: as `Synchronization.Mutex`, every access to `value` holds the lock word.
     private var word = makeLockWord()  // must stay the first stored property
-    private var value: Value
+    /// Guarded by the lock word, so no dynamic exclusivity check is needed (it would cost two
+    /// runtime calls per access, on every read of `conf` for instance).
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: Value) {
         self.value = value
