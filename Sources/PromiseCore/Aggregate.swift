@@ -32,7 +32,10 @@ final class AggregateInput: PromiseHandler, Sendable {
 func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
     var index = 0
     for input in inputs {
-        drain(input.asPromise().addHandler(AggregateInput(sink, index: index)))
+        let promise = input.asPromise()
+        let handler = AggregateInput(sink, index: index)
+        // The common case, a pending input, returns nothing to drain (and nothing to destroy).
+        if !promise.addHandlerIfPending(handler) { drain(handler.handle(settled: promise)) }
         index += 1
     }
 }
