@@ -350,12 +350,16 @@ package final class PromiseRegistration: PromiseHandler, @unchecked Sendable {
     /// Once the promise is gone nothing can run the action: it goes with the registration.
     package func remove() {
         guard let source else { return }
-        let lock = lockWordPointer(source)
-        lockWordLock(lock)
-        let action = self.action
-        self.action = nil
-        owner = nil
-        lockWordUnlock(lock)
+        // `source` is kept alive until unlocked: the lock word is addressed through it.
+        let action = withExtendedLifetime(source) {
+            let lock = lockWordPointer(source)
+            lockWordLock(lock)
+            let action = self.action
+            self.action = nil
+            owner = nil
+            lockWordUnlock(lock)
+            return action
+        }
         withExtendedLifetime(action) {}
     }
 }

@@ -1,7 +1,7 @@
 #if canImport(Darwin)
 import Darwin
 #elseif os(Linux)
-import CPromiseLock
+internal import CPromiseLock
 #elseif canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

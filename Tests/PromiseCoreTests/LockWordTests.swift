@@ -1,6 +1,11 @@
+import TestSupport
 import XCTest
 
 @testable import PromiseCore
+
+#if os(Linux)
+import CPromiseLock
+#endif
 
 /// The inline lock word is addressed through the object pointer (see Lock.swift): its offset
 /// must match where Swift actually stores the first property of a root class.
@@ -57,17 +62,27 @@ final class LockWordTests: XCTestCase {
         XCTAssertEqual(cell.withLock { $0 }, 80_000)
     }
 
-    /// Threads that find the lock held long enough to stop spinning sleep (on Linux, on the futex)
-    /// and are woken one by one as it is released: no increment is lost, no thread sleeps for
-    /// ever, and the word is back to "unlocked" at the end.
+    /// Threads that find the lock held long enough to stop spinning go to sleep (on Linux, on
+    /// the futex: the word then reads 2) and are woken one by one as it is released: no increment
+    /// is lost and no thread sleeps for ever.
     func testContendedLockSleepsAndWakesEveryWaiter() {
         let cell = Locked(0)
         let holding = DispatchSemaphore(value: 0)
+        let sawSleeper = Flag()
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             cell.withLock { value in
                 holding.signal()
-                usleep(50_000)  // long enough for the waiters to stop spinning and sleep
+                // Holds the lock until a waiter sleeps (or 10 s pass, and the check below fails).
+                #if os(Linux)
+                let word = lockWordPointer(cell)
+                let deadline = DispatchTime.now() + 10
+                while cpk_lock_state(word) != 2 && DispatchTime.now() < deadline { usleep(1_000) }
+                if cpk_lock_state(word) == 2 { sawSleeper.raise() }
+                #else
+                usleep(50_000)
+                sawSleeper.raise()
+                #endif
                 value += 1
             }
         }
@@ -77,10 +92,10 @@ final class LockWordTests: XCTestCase {
                 for _ in 0..<2_000 { cell.withLock { $0 += 1 } }
             }
         }
-        XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+        guard group.wait(timeout: .now() + 60) == .success else {
+            return XCTFail("a thread waiting for the lock was never woken")
+        }
+        XCTAssertTrue(sawSleeper.value, "no waiter went to sleep: the contended path was not exercised")
         XCTAssertEqual(cell.withLock { $0 }, 12_001)
-        #if os(Linux)
-        XCTAssertEqual(lockWordPointer(cell).pointee, 0, "the lock word is left unlocked")
-        #endif
     }
 }

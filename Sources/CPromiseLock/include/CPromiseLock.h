@@ -8,14 +8,23 @@
 //
 // States: 0 unlocked; 1 locked, nobody sleeping; 2 locked, maybe someone sleeping. Every
 // acquisition is an atomic read-modify-write with acquire ordering and every release an atomic
-// exchange with release ordering, also on the contended paths, so ThreadSanitizer (which
-// instruments this code) sees the happens-before edges a mutex gives.
+// exchange with release ordering, also on the contended paths, so ThreadSanitizer sees the
+// happens-before edges a mutex gives. When the package is built with ThreadSanitizer, locking
+// also goes through functions that annotate the word as a mutex (so that lock-order inversions
+// are reported as they are for `pthread_mutex_t`).
 #ifndef CPROMISELOCK_H
 #define CPROMISELOCK_H
 
 #include <stdint.h>
 
-#if defined(__linux__)
+#if defined(__linux__) && !defined(__ANDROID__)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Nonzero when the package was built with ThreadSanitizer (set by CPromiseLock.c).
+extern const int cpk_lock_is_annotated;
 
 /// Sleeps until the lock can be taken, then takes it (the contended path of `cpk_lock`).
 void cpk_lock_contended(uint32_t *word);
@@ -23,8 +32,12 @@ void cpk_lock_contended(uint32_t *word);
 /// Wakes one thread sleeping on the lock (the contended path of `cpk_unlock`).
 void cpk_unlock_contended(uint32_t *word);
 
-/// Takes the lock.
-static inline __attribute__((always_inline)) void cpk_lock(uint32_t *word) {
+/// `cpk_lock` and `cpk_unlock` with ThreadSanitizer's mutex annotations around them.
+void cpk_lock_annotated(uint32_t *word);
+void cpk_unlock_annotated(uint32_t *word);
+
+/// Takes the lock (without annotations).
+static inline __attribute__((always_inline)) void cpk_lock_plain(uint32_t *word) {
     uint32_t expected = 0;
     if (__builtin_expect(
             __atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED), 1)) {
@@ -33,12 +46,39 @@ static inline __attribute__((always_inline)) void cpk_lock(uint32_t *word) {
     cpk_lock_contended(word);
 }
 
-/// Releases the lock; only by the thread that holds it.
-static inline __attribute__((always_inline)) void cpk_unlock(uint32_t *word) {
+/// Releases the lock (without annotations); only by the thread that holds it.
+static inline __attribute__((always_inline)) void cpk_unlock_plain(uint32_t *word) {
     if (__builtin_expect(__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) == 2, 0)) {
         cpk_unlock_contended(word);
     }
 }
+
+/// Takes the lock.
+static inline __attribute__((always_inline)) void cpk_lock(uint32_t *word) {
+    if (__builtin_expect(cpk_lock_is_annotated, 0)) {
+        cpk_lock_annotated(word);
+        return;
+    }
+    cpk_lock_plain(word);
+}
+
+/// Releases the lock; only by the thread that holds it.
+static inline __attribute__((always_inline)) void cpk_unlock(uint32_t *word) {
+    if (__builtin_expect(cpk_lock_is_annotated, 0)) {
+        cpk_unlock_annotated(word);
+        return;
+    }
+    cpk_unlock_plain(word);
+}
+
+/// The word's state (0, 1 or 2), read atomically; for tests.
+static inline uint32_t cpk_lock_state(uint32_t *word) {
+    return __atomic_load_n(word, __ATOMIC_RELAXED);
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
 
