@@ -3,7 +3,7 @@ import Dispatch
 // The steps of a chain. Each is the promise it produces, waiting on its source as a
 // `PromiseHandler`: one allocation per link. `MapStep` and `ThenStep` serve the frequent
 // operators, `GeneralStep` the others, and `MirrorStep` a promise that only settles as its
-// source does. A step hops to its queue (`HopRule`, `dispatchStep`) only for the results its
+// source does. A step hops to its queue (`HopRule`, `hop`) only for the results its
 // body acts on, and its body starts only while its promise and attachment allow it.
 
 // MARK: - What every step shares
@@ -55,22 +55,26 @@ package enum HopRule {
     }
 }
 
-/// Runs `work` on `queue` (or synchronously when `queue` is nil) and drains what it releases.
-@inline(__always)
-package func dispatchStep(
-    on queue: DispatchQueue?,
-    flags: DispatchWorkItemFlags?,
-    _ work: @escaping () -> ReleasedHandlers
-) -> ReleasedHandlers {
-    guard let queue else { return work() }
-    // The work was prepared on this thread and runs once on `queue`: hand it over unchecked.
-    let box = UncheckedSendable(work)
+/// A step whose body runs on a queue (see `hop`).
+protocol QueuedStep: AnyObject, Sendable {
+    /// Runs the body for the outcome of `source`, settled, on the step's queue; returns what it
+    /// released.
+    func runQueued(from source: AnyObject) -> ReleasedHandlers
+}
+
+/// Queues `step`'s body for `source`'s outcome on `queue` and drains what it releases there.
+/// The block holds the step and the source, and the body reads the outcome on the queue: one
+/// allocation besides the block. (A block capturing the outcome itself, a generic value, needs a
+/// box for it and the metadata of the step's generic parameters.) Not generic, for the same
+/// reason.
+func hop(_ step: any QueuedStep, from source: AnyObject, to queue: DispatchQueue, flags: DispatchWorkItemFlags?) {
+    // The source is settled and read-only from now on: hand it over unchecked.
+    let source = UncheckedSendable(source)
     if let flags {
-        queue.async(flags: flags) { drain(box.value()) }
+        queue.async(flags: flags) { drain(step.runQueued(from: source.value)) }
     } else {
-        queue.async { drain(box.value()) }
+        queue.async { drain(step.runQueued(from: source.value)) }
     }
-    return .none
 }
 
 extension Promise {
@@ -88,7 +92,7 @@ extension Promise {
 // MARK: - The steps
 
 /// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
-@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body.
     @exclusivity(unchecked) private var transform: ((T) throws -> U)?
     private let queue: DispatchQueue?
@@ -108,9 +112,13 @@ extension Promise {
             transform = nil
             return settle(rejected: error)
         }
-        let value = source.settledValue
-        guard let queue else { return run(value) }
-        return dispatchStep(on: queue, flags: flags) { self.run(value) }
+        guard let queue else { return run(source.settledValue) }
+        hop(self, from: source, to: queue, flags: flags)
+        return .none
+    }
+
+    func runQueued(from source: AnyObject) -> ReleasedHandlers {
+        run(unsafeDowncast(source, to: Promise<T>.self).settledValue)
     }
 
     private func run(_ value: T) -> ReleasedHandlers {
@@ -126,7 +134,7 @@ extension Promise {
 }
 
 /// `then`: runs a body returning a promise, then settles as that promise does.
-@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, @unchecked Sendable {
+@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, QueuedStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
     private let queue: DispatchQueue?
@@ -152,9 +160,13 @@ extension Promise {
             body = nil
             return settle(rejected: error)
         }
-        let value = source.settledValue
-        guard let queue else { return run(value) }
-        return dispatchStep(on: queue, flags: flags) { self.run(value) }
+        guard let queue else { return run(source.settledValue) }
+        hop(self, from: source, to: queue, flags: flags)
+        return .none
+    }
+
+    func runQueued(from source: AnyObject) -> ReleasedHandlers {
+        run(unsafeDowncast(source, to: Promise<T>.self).settledValue)
     }
 
     private func run(_ value: T) -> ReleasedHandlers {
@@ -186,7 +198,7 @@ package enum StepOutcome<U> {
 /// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
 /// the step hops for it, and decides this promise's outcome.
-package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
     @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
     private let queue: DispatchQueue?
@@ -220,7 +232,12 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
         }
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         guard let queue, hop.hops(for: result) else { return run(result) }
-        return dispatchStep(on: queue, flags: flags) { self.run(result) }
+        PromiseCore.hop(self, from: source, to: queue, flags: flags)
+        return .none
+    }
+
+    func runQueued(from source: AnyObject) -> ReleasedHandlers {
+        run(unsafeDowncast(source, to: Promise<T>.self).settledResult)
     }
 
     private func run(_ result: Result<T>) -> ReleasedHandlers {

@@ -1,9 +1,10 @@
 // Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
 //   PromiseProfile <workload> [iterations]
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
-// cancel_create_cancel, cancel_chain_tail, race_autocancel.
+// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop.
 
 import CancellablePromiseKit
+import Dispatch
 
 conf.logHandler = { _ in }
 
@@ -83,6 +84,17 @@ case "cancel_chain_tail":
     tail.cancel()
     precondition(head.promise.isRejected && tail.promise.isRejected)
     consume(resolver)
+case "serial_hop":
+    // A chain of `map(on: queue)` links on one serial queue: each link hops once.
+    let queue = DispatchQueue(label: "serial_hop")
+    let (head, resolver) = Promise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.map(on: queue) { $0 &+ 1 } }
+    let finished = DispatchSemaphore(value: 0)
+    tail.pipe { _ in finished.signal() }
+    resolver.fulfill(0)
+    finished.wait()
+    precondition(tail.value == iterations)
 case "race_autocancel":
     let inputs = (0..<iterations).map { _ in CancellablePromise<Int>.pending() }
     let winner = raceAndFulfilFirst(inputs)
