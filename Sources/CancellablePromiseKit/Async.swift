@@ -53,12 +53,15 @@ extension CancellablePromise {
         priority: TaskPriority? = nil,
         operation: @escaping @Sendable () async throws -> T
     ) {
-        let (promise, resolver) = Promise<T>.pending()
+        // No `Resolver`: the task always settles the promise, so the resolver's "pending promise
+        // deallocated" check has nothing to catch, and the task holds the promise directly (one
+        // allocation less).
+        let promise = Promise<T>.makePending()
         let task = Task(priority: priority) {
             do {
-                resolver.fulfill(try await operation())
+                promise.fulfillAndDrain(try await operation())
             } catch {
-                resolver.reject(error)
+                promise.rejectAndDrain(error)
             }
         }
         self.init(member: promise, context: CancelContext(), cancel: { task.cancel() })
