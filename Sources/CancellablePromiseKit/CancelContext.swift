@@ -512,7 +512,10 @@ struct CancelActions {
             drop(.init(cancelBody: body, link: link, target: target))
             return
         case .settled:
+            // Nothing to run. The promise goes with the actions, released after the lock (its
+            // step may hold a body whose captures run user code as they go).
             unblocked = .settled
+            drop(.init(cancelBody: nil, link: nil, target: target))
         case .released(let source, let handlers, let attachment):
             if let attachment, attachment === entry {
                 // Left the chain here, under the lock: `drain` notifies the earlier attachment

@@ -44,14 +44,24 @@ package enum HopRule {
     /// For a rejection the policy catches (`catch`, `recover`).
     case rejected(CatchPolicy)
 
-    /// Whether the step hops to its queue for `result`, its body acting on it.
+    /// Whether the step hops to its queue for an outcome with `error` (`nil` for a fulfilment),
+    /// its body acting on it. Decided from the error alone, so no `Result` needs building.
     @inline(__always)
-    package func hops<T>(for result: Result<T>) -> Bool {
-        switch (self, result) {
-        case (.always, _), (.fulfilled, .fulfilled): return true
-        case (.rejected(let policy), .rejected(let error)): return policy.catches(error)
-        default: return false
+    package func hops(settledError error: (any Error)?) -> Bool {
+        switch self {
+        case .never: return false
+        case .always: return true
+        case .fulfilled: return error == nil
+        case .rejected(let policy): return error.map(policy.catches) ?? false
         }
+    }
+}
+
+extension Result {
+    /// The error, if rejected.
+    fileprivate var rejectionError: (any Error)? {
+        if case .rejected(let error) = self { return error }
+        return nil
     }
 }
 
@@ -230,8 +240,8 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unc
         if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
-        let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
-        guard let queue, hop.hops(for: result) else { return run(result) }
+        let settled = unsafeDowncast(source, to: Promise<T>.self)
+        guard let queue, hop.hops(settledError: settled.settledError) else { return run(settled.settledResult) }
         PromiseCore.hop(self, from: source, to: queue, flags: flags)
         return .none
     }
@@ -245,7 +255,9 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unc
         self.body = nil
         // A body that runs none of the caller's code for this result runs even once the chain
         // is cancelled.
-        if !isObserver, hop.hops(for: result), let instead = releasedInsteadOfBody() { return instead }
+        if !isObserver, hop.hops(settledError: result.rejectionError), let instead = releasedInsteadOfBody() {
+            return instead
+        }
         do {
             switch try body(result) {
             case .result(let outcome):
