@@ -45,13 +45,29 @@ var sink = 0
     return all
 }
 
-switch workload {
-case "create_fulfil":
+/// `create_fulfil`, in a function of its own (as the benchmark's closure is: in top-level code
+/// the optimizer may keep the resolver on the heap).
+@inline(never) func createAndFulfil(_ iterations: Int) {
     for i in 0..<iterations {
         let (promise, resolver) = Promise<Int>.pending()
         resolver.fulfill(i)
         consume(promise)
     }
+}
+
+/// `cancel_create_cancel`, in a function of its own (see `createAndFulfil`).
+@inline(never) func createAndCancel(_ iterations: Int) {
+    for _ in 0..<iterations {
+        let (task, resolver) = Promise<Int>.pending()
+        let promise = CancellablePromise(using: task) { resolver.reject(CancellablePromiseError.cancelled) }
+        promise.cancel()
+        precondition(promise.promise.isRejected)
+    }
+}
+
+switch workload {
+case "create_fulfil":
+    createAndFulfil(iterations)
 case "done_fulfil":
     for i in 0..<iterations {
         let (promise, resolver) = Promise<Int>.pending()
@@ -80,12 +96,7 @@ case "race_pending":
     let winner = racePendingAndFulfilOne(inputs.map(\.promise), inputs[0].resolver)
     precondition(winner.value == 7)
 case "cancel_create_cancel":
-    for _ in 0..<iterations {
-        let (task, resolver) = Promise<Int>.pending()
-        let promise = CancellablePromise(using: task) { resolver.reject(CancellablePromiseError.cancelled) }
-        promise.cancel()
-        precondition(promise.promise.isRejected)
-    }
+    createAndCancel(iterations)
 case "cancel_chain_tail":
     let (head, resolver) = CancellablePromise<Int>.pending()
     var tail = head
