@@ -355,12 +355,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// `drain(settle(fulfilled: value))`.
     @inline(never) @usableFromInline package final func fulfillAndDrain(_ value: T) {
-        drain(settle(fulfilled: value))
+        drain(consuming: settle(fulfilled: value))
     }
 
     /// `drain(settle(rejected: error))`.
     @inline(never) @usableFromInline package final func rejectAndDrain(_ error: any Error) {
-        drain(settle(rejected: error))
+        drain(consuming: settle(rejected: error))
     }
 
     /// Makes `target` settle as this promise does. Returns what settling released, when this
