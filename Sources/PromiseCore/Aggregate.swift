@@ -30,12 +30,14 @@ final class AggregateInput: PromiseHandler, Sendable {
 
 /// Adds an input handler to every input; inputs already settled are delivered at once.
 func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
-    var index = 0
-    for input in inputs {
-        let promise = input.asPromise()
-        let handler = AggregateInput(sink, index: index)
-        // The common case, a pending input, returns nothing to drain (and nothing to destroy).
-        if !promise.addHandlerIfPending(handler) { drain(handler.handle(settled: promise)) }
-        index += 1
+    // Through the buffer: each input is used in place, not copied out of the array (a retain
+    // and a release per input in this generic, unspecialized code).
+    inputs.withUnsafeBufferPointer { buffer in
+        for index in buffer.indices {
+            let promise = buffer[index].asPromise()
+            let handler = AggregateInput(sink, index: index)
+            // The common case, a pending input, returns nothing to drain (and nothing to destroy).
+            if !promise.addHandlerIfPending(handler) { drain(handler.handle(settled: promise)) }
+        }
     }
 }
