@@ -358,7 +358,7 @@ private func watch<T>(
         }
         return .none
     }
-    drain(watched.addHandler(link))
+    watched.addHandlerAndDrain(link)
     return output
 }
 

@@ -34,10 +34,7 @@ func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
     // and a release per input in this generic, unspecialized code).
     inputs.withUnsafeBufferPointer { buffer in
         for index in buffer.indices {
-            let promise = buffer[index].asPromise()
-            let handler = AggregateInput(sink, index: index)
-            // The common case, a pending input, returns nothing to drain (and nothing to destroy).
-            if !promise.addHandlerIfPending(handler) { drain(handler.handle(settled: promise)) }
+            buffer[index].asPromise().addHandlerAndDrain(AggregateInput(sink, index: index))
         }
     }
 }

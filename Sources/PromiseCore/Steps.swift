@@ -3,7 +3,7 @@ import Dispatch
 // The steps of a chain. Each is the promise it produces, waiting on its source as a
 // `PromiseHandler`: one allocation per link. `MapStep` and `ThenStep` serve the frequent
 // operators, `GeneralStep` the others, and `MirrorStep` a promise that only settles as its
-// source does. A step hops to its queue (`HopRule`, `hop`) only for the results its
+// source does. A step hops to its queue (`HopRule`, `queueBody`) only for the results its
 // body acts on, and its body starts only while its promise and attachment allow it.
 
 // MARK: - What every step shares
@@ -65,19 +65,22 @@ extension Result {
     }
 }
 
-/// A step whose body runs on a queue (see `hop`).
+/// A step whose body runs on a queue (see `queueBody`).
 protocol QueuedStep: AnyObject, Sendable {
     /// Runs the body for the outcome of `source`, settled, on the step's queue; returns what it
     /// released.
     func runQueued(from source: AnyObject) -> ReleasedHandlers
 }
 
-/// Queues `step`'s body for `source`'s outcome on `queue` and drains what it releases there.
+/// Queues `step`'s body for `source`'s outcome on `queue` and drains what it releases there;
+/// returns nothing to drain here.
 /// The block holds the step and the source, and the body reads the outcome on the queue: one
 /// allocation besides the block. (A block capturing the outcome itself, a generic value, needs a
 /// box for it and the metadata of the step's generic parameters.) Not generic, for the same
 /// reason.
-func hop(_ step: any QueuedStep, from source: AnyObject, to queue: DispatchQueue, flags: DispatchWorkItemFlags?) {
+func queueBody(
+    of step: any QueuedStep, from source: AnyObject, on queue: DispatchQueue, flags: DispatchWorkItemFlags?
+) -> ReleasedHandlers {
     // The source is settled and read-only from now on: hand it over unchecked.
     let source = UncheckedSendable(source)
     if let flags {
@@ -85,6 +88,7 @@ func hop(_ step: any QueuedStep, from source: AnyObject, to queue: DispatchQueue
     } else {
         queue.async { drain(step.runQueued(from: source.value)) }
     }
+    return .none
 }
 
 extension Promise {
@@ -123,8 +127,7 @@ extension Promise {
             return settle(rejected: error)
         }
         guard let queue else { return run(source.settledValue) }
-        hop(self, from: source, to: queue, flags: flags)
-        return .none
+        return queueBody(of: self, from: source, on: queue, flags: flags)
     }
 
     func runQueued(from source: AnyObject) -> ReleasedHandlers {
@@ -171,8 +174,7 @@ extension Promise {
             return settle(rejected: error)
         }
         guard let queue else { return run(source.settledValue) }
-        hop(self, from: source, to: queue, flags: flags)
-        return .none
+        return queueBody(of: self, from: source, on: queue, flags: flags)
     }
 
     func runQueued(from source: AnyObject) -> ReleasedHandlers {
@@ -242,8 +244,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unc
         }
         let settled = unsafeDowncast(source, to: Promise<T>.self)
         guard let queue, hop.hops(settledError: settled.settledError) else { return run(settled.settledResult) }
-        PromiseCore.hop(self, from: source, to: queue, flags: flags)
-        return .none
+        return queueBody(of: self, from: source, on: queue, flags: flags)
     }
 
     func runQueued(from source: AnyObject) -> ReleasedHandlers {
@@ -285,7 +286,7 @@ extension Promise {
     ) -> Promise<U> {
         let step = GeneralStep<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
         if let attachment { step.initializeAttachment(attachment) }
-        drain(addHandler(step))
+        addHandlerAndDrain(step)
         return step
     }
 
@@ -298,7 +299,7 @@ extension Promise {
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: queue, flags: flags, transform: transform)
         step.initializeAttachment(attachment)
-        drain(addHandler(step))
+        addHandlerAndDrain(step)
         return step
     }
 
@@ -311,7 +312,7 @@ extension Promise {
     ) -> Promise<R.T> {
         let step = ThenStep<T, R>(queue: queue, flags: flags, body: body)
         step.initializeAttachment(attachment)
-        drain(addHandler(step))
+        addHandlerAndDrain(step)
         return step
     }
 }
@@ -331,7 +332,7 @@ extension Promise {
     /// other means first (a cancellation) leaves this promise untouched.
     @inlinable package final func mirror() -> Promise<T> {
         let mirror = MirrorStep<T>()
-        drain(addHandler(mirror))
+        addHandlerAndDrain(mirror)
         return mirror
     }
 }

@@ -49,7 +49,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> U
     ) -> Promise<U.T> {
         let step = ThenStep<T, U>(queue: on, flags: flags, body: body)
-        drain(asPromise().addHandler(step))
+        asPromise().addHandlerAndDrain(step)
         return step
     }
 
@@ -60,7 +60,7 @@ extension Thenable {
         _ transform: @escaping (T) throws -> U
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: on, flags: flags, transform: transform)
-        drain(asPromise().addHandler(step))
+        asPromise().addHandlerAndDrain(step)
         return step
     }
 
@@ -90,7 +90,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> Void
     ) -> Promise<Void> {
         let step = MapStep<T, Void>(queue: on, flags: flags, transform: body)
-        drain(asPromise().addHandler(step))
+        asPromise().addHandlerAndDrain(step)
         return step
     }
 
