@@ -1,17 +1,25 @@
 import PromiseCore
 
-// What `race` and `when` with `autoCancel: true` keep of their inputs: each input's chain
-// handle and entry, to cancel the losers, or all of them when the result is cancelled.
+// What `race` and `when` with `autoCancel: true` keep of their inputs: each input's promise,
+// chain handle and entry, to cancel the losers, or all of them when the result is cancelled.
 
-/// One input of a combinator with `autoCancel`: the handle of its chain (so the combinator can
-/// cancel it while it is pending) and its place in that chain.
+/// One input of a combinator with `autoCancel`: its promise (what the combinator reports as
+/// the input that settled it), the handle of its chain (so the combinator can cancel it while
+/// it is pending) and its place in that chain.
 struct CancelInput {
+    let promise: AnyObject
     let context: CancelContext
     let entry: CancelEntry
 }
 
 extension CancellablePromise {
-    var cancelInput: CancelInput { CancelInput(context: cancelContext, entry: entry) }
+    var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, entry: entry) }
+
+    /// This promise as an input that the combinator reports as `reported` (a promise made from
+    /// this one, such as its `asVoid()`, given to the combinator in its place).
+    func cancelInput(reporting reported: AnyObject) -> CancelInput {
+        CancelInput(promise: reported, context: cancelContext, entry: entry)
+    }
 }
 
 /// The inputs of a combinator with `autoCancel`, held (with their chains' handles) until the
@@ -32,19 +40,18 @@ final class AutoCancelInputs: Sendable {
         }
     }
 
-    /// Cancels the pending work of every input but the one at `index`, which settled the
-    /// combinator: never the winner (nor the same promise given twice), nothing it depends on.
-    /// A loser in a chain of its own has that chain cancelled; a loser that is a branch of the
-    /// winner's chain is cancelled alone (its own promise, task and the chains it waits on), so
-    /// the winner's chain is not marked cancelled.
-    func cancelLosers(winner index: Int) {
-        guard let inputs = take(), inputs.indices.contains(index) else { return }
-        let winner = inputs[index]
+    /// Cancels the pending work of every input but `winnerPromise`'s, the input that settled
+    /// the combinator: never the winner (nor the same promise given twice), nothing it depends
+    /// on. A loser in a chain of its own has that chain cancelled; a loser that is a branch of
+    /// the winner's chain is cancelled alone (its own promise, task and the chains it waits on),
+    /// so the winner's chain is not marked cancelled.
+    func cancelLosers(winner winnerPromise: AnyObject) {
+        guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
         // Links followed from a loser never reach back into the winner's chain (a loser may
         // wait on the winner).
         let winnerRoot = winner.context.storage.root
-        for (position, loser) in inputs.enumerated() where position != index {
-            guard loser.entry !== winner.entry else { continue }
+        for loser in inputs {
+            guard loser.entry !== winner.entry, loser.promise !== winnerPromise else { continue }
             // Each event below does nothing if the loser is no longer listed (settled).
             if loser.context.storage.isSameChain(as: winner.context.storage) {
                 loser.entry.home.cancelAlone(loser.entry, excluding: winnerRoot)

@@ -60,8 +60,8 @@ private func race<T>(
     }
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
     let cores = promises.mapThroughBuffer { $0.promise }
-    let winner = PromiseCore.race(indexed: cores, fulfilledOnly: fulfilledOnly) { index in
-        inputs.cancelLosers(winner: index)
+    let winner = PromiseCore.race(reportingWinner: cores, fulfilledOnly: fulfilledOnly) { settled in
+        inputs.cancelLosers(winner: settled)
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)
 }

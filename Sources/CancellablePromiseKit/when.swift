@@ -32,9 +32,10 @@ public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bo
 public func when<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V)> {
-    when(
-        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid()],
-        inputs: [pu.cancelInput, pv.cancelInput], autoCancel: autoCancel
+    let (puVoid, pvVoid) = (pu.promise.asVoid(), pv.promise.asVoid())
+    return when(
+        fulfilled: [puVoid, pvVoid],
+        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid)], autoCancel: autoCancel
     )
     .map(on: nil) { [puCore = pu.promise, pvCore = pv.promise] _ in (puCore.value!, pvCore.value!) }
 }
@@ -44,9 +45,10 @@ public func when<U, V, W>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     autoCancel: Bool = false
 ) -> CancellablePromise<(U, V, W)> {
-    when(
-        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid()],
-        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput], autoCancel: autoCancel
+    let (puVoid, pvVoid, pwVoid) = (pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid())
+    return when(
+        fulfilled: [puVoid, pvVoid, pwVoid],
+        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid)], autoCancel: autoCancel
     ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in
         (puCore.value!, pvCore.value!, pwCore.value!)
     }
@@ -57,9 +59,11 @@ public func when<U, V, W, X>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V, W, X)> {
-    when(
-        fulfilled: [pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid()],
-        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput], autoCancel: autoCancel
+    let (puVoid, pvVoid, pwVoid) = (pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid())
+    let pxVoid = px.promise.asVoid()
+    return when(
+        fulfilled: [puVoid, pvVoid, pwVoid, pxVoid],
+        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid)], autoCancel: autoCancel
     ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in
         (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
     }
@@ -70,11 +74,11 @@ public func when<U, V, W, X, Y>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>, _ py: CancellablePromise<Y>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V, W, X, Y)> {
-    when(
-        fulfilled: [
-            pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid(), px.promise.asVoid(), py.promise.asVoid(),
-        ],
-        inputs: [pu.cancelInput, pv.cancelInput, pw.cancelInput, px.cancelInput, py.cancelInput],
+    let (puVoid, pvVoid, pwVoid) = (pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid())
+    let (pxVoid, pyVoid) = (px.promise.asVoid(), py.promise.asVoid())
+    return when(
+        fulfilled: [puVoid, pvVoid, pwVoid, pxVoid, pyVoid],
+        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid), py.cancelInput(reporting: pyVoid)],
         autoCancel: autoCancel
     ).map(on: nil) {
         [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in
@@ -150,7 +154,7 @@ private func when<T>(
         return CancellablePromise(member: PromiseCore.when(fulfilled: promises), context: CancelContext(), cancel: nil)
     }
     let inputs = AutoCancelInputs(inputs)
-    let all = when(fulfilledIndexed: promises) { rejected in inputs.cancelLosers(winner: rejected) }
+    let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
     return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
 }
 

@@ -1,7 +1,8 @@
 // `race`: settling with the first input to settle, or to fulfil, through the aggregate
 // machinery of Aggregate.swift.
 
-/// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil).
+/// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil). The
+/// handler of every input; which input settled it does not matter, so it needs no index.
 final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     /// Rejections received, for `race(fulfilled:)`; guarded by the promise's lock.
@@ -10,18 +11,20 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     private let count: Int
     /// Taken (and released) by the thread that settles the race: an aggregate kept after it
     /// settled holds nothing of its caller's.
-    @exclusivity(unchecked) private var onWin: ((Int) -> Void)?
+    @exclusivity(unchecked) private var onWin: ((AnyObject) -> Void)?
 
-    init(count: Int, fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) {
+    init(count: Int, fulfilledOnly: Bool, onWin: ((AnyObject) -> Void)? = nil) {
         self.count = count
         self.fulfilledOnly = fulfilledOnly
         self.onWin = onWin
         super.init(pending: ())
     }
 
-    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
-        let source = unsafeDowncast(source, to: Promise<T>.self)
-        if fulfilledOnly, source.settledError != nil {
+    func register(_ input: AnyObject, at index: Int) {}
+
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
+        let input = unsafeDowncast(source, to: Promise<T>.self)
+        if fulfilledOnly, input.settledError != nil {
             lock()
             rejections += 1
             guard !isSettled, rejections == count else {
@@ -34,10 +37,10 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
             _ = unused  // released outside the lock
             return released
         }
-        let released = settle(as: source)
+        let released = settle(as: input)
         if released.didSettle, let onWin {
             self.onWin = nil
-            onWin(index)
+            onWin(source)
         }
         return released
     }
@@ -45,7 +48,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
 
 /// The implementation of every `race` form: a `Race` connected to `inputs`, or, for an empty
 /// array, a promise rejected with `PMKError.badInput`.
-func makeRace<U: Thenable>(_ inputs: [U], fulfilledOnly: Bool, onWin: ((Int) -> Void)? = nil) -> Promise<U.T> {
+func makeRace<U: Thenable>(_ inputs: [U], fulfilledOnly: Bool, onWin: ((AnyObject) -> Void)? = nil) -> Promise<U.T> {
     guard !inputs.isEmpty else { return Promise(error: PMKError.badInput) }
     let race = Race<U.T>(count: inputs.count, fulfilledOnly: fulfilledOnly, onWin: onWin)
     connect(race, to: inputs)
@@ -76,13 +79,13 @@ public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
     makeRace(thenables, fulfilledOnly: true)
 }
 
-/// `race` over promises that reports the index of the input that settled it: `onWin` runs
-/// once, on the settling thread, after the result is settled and before its handlers run.
-/// (For `CancellablePromiseKit`'s `autoCancel`.)
+/// `race` over promises that reports the input that settled it: `onWin` runs once, with that
+/// promise (one of `promises`), on the settling thread, after the result is settled and before
+/// its handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
 package func race<T>(
-    indexed promises: [Promise<T>],
+    reportingWinner promises: [Promise<T>],
     fulfilledOnly: Bool,
-    onWin: @escaping (Int) -> Void
+    onWin: @escaping (AnyObject) -> Void
 ) -> Promise<T> {
     makeRace(promises, fulfilledOnly: fulfilledOnly, onWin: onWin)
 }

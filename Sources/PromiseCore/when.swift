@@ -9,25 +9,29 @@ import Dispatch
 /// `when(fulfilled:)`: fulfils with every value in order, or rejects with the first error.
 ///
 /// The values are kept in one buffer allocated up front, with a byte per input recording
-/// whether its value is stored; the state is guarded by this promise's own lock, and the last
-/// value settles the promise under that same lock.
+/// whether its value is stored, and each input's position is found in an `InputIndex`; the
+/// state is guarded by this promise's own lock, and the last value settles the promise under
+/// that same lock.
 final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     // Guarded by the promise's lock.
     @exclusivity(unchecked) private var remaining: Int
     private let count: Int
-    /// `count` values, then `count` flags (1: the value at that index is stored).
+    /// `count` values, and `count` flags (1: the value at that index is stored).
     private let values: UnsafeMutablePointer<T>
     private let stored: UnsafeMutablePointer<UInt8>
+    /// Deallocated (and set to `nil`) when the promise settles.
+    @exclusivity(unchecked) private var positions: InputIndex?
     /// Taken (and released) by the thread that settles the aggregate.
-    @exclusivity(unchecked) private var onReject: ((Int) -> Void)?
+    @exclusivity(unchecked) private var onReject: ((AnyObject) -> Void)?
 
-    init(count: Int, onReject: ((Int) -> Void)? = nil) {
+    init(count: Int, onReject: ((AnyObject) -> Void)? = nil) {
         self.count = count
         remaining = count
         values = .allocate(capacity: count)
         stored = .allocate(capacity: count)
         stored.initialize(repeating: 0, count: count)
+        positions = InputIndex(count: count)
         self.onReject = onReject
         super.init(pending: ())
     }
@@ -41,30 +45,44 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         }
         values.deallocate()
         stored.deallocate()
+        positions?.deallocate()
     }
 
-    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
-        let source = unsafeDowncast(source, to: Promise<T>.self)
-        if let error = source.settledError {
-            let released = settle(rejected: error)
-            if released.didSettle, let onReject {
-                self.onReject = nil
-                onReject(index)
+    func register(_ input: AnyObject, at index: Int) {
+        lock()
+        positions?.insert(input, at: index)
+        unlock()
+    }
+
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
+        let input = unsafeDowncast(source, to: Promise<T>.self)
+        if let error = input.settledError {
+            lock()
+            guard !isSettled else {
+                unlock()
+                return .none
             }
+            releasePositionsLocked()
+            let unused = onReject
+            onReject = nil
+            let released = settleLocked(rejected: error)
+            if let unused { unused(source) }
             return released
         }
         lock()
-        guard !isSettled, remaining > 0 else {
+        let stored = self.stored
+        guard !isSettled, let index = positions?.index(of: source, where: { stored[$0] == 0 }) else {
             unlock()
             return .none
         }
-        (values + index).initialize(to: source.settledValue)
+        (values + index).initialize(to: input.settledValue)
         stored[index] = 1
         remaining -= 1
         guard remaining == 0 else {
             unlock()
             return .none
         }
+        releasePositionsLocked()
         let count = self.count
         let values = self.values
         let all = [T](unsafeUninitializedCapacity: count) { buffer, initialized in
@@ -78,30 +96,59 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         _ = unused  // released outside the lock
         return released
     }
+
+    /// The positions are not needed once the promise settles.
+    private func releasePositionsLocked() {
+        positions?.deallocate()
+        positions = nil
+    }
 }
 
-/// `when(resolved:)`: fulfils with every result in order once all have settled.
+/// `when(resolved:)`: fulfils with every result in order once all have settled. Its state is
+/// guarded by this promise's own lock, as `WhenFulfilled`'s.
 final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sendable {
-    // @unchecked: restates Promise's; its own state is in a `Locked`.
-    private let state: Locked<(results: [Result<T>?], remaining: Int)>
+    // @unchecked: restates Promise's; its own state changes under its lock.
+    @exclusivity(unchecked) private var results: [Result<T>?]
+    @exclusivity(unchecked) private var remaining: Int
+    /// Deallocated (and set to `nil`) when the promise settles.
+    @exclusivity(unchecked) private var positions: InputIndex?
 
     init(count: Int) {
-        state = Locked((results: Array(repeating: nil, count: count), remaining: count))
+        results = Array(repeating: nil, count: count)
+        remaining = count
+        positions = InputIndex(count: count)
         super.init(pending: ())
     }
 
-    func receive(from source: AnyObject, at index: Int) -> ReleasedHandlers {
+    deinit {
+        positions?.deallocate()
+    }
+
+    func register(_ input: AnyObject, at index: Int) {
+        lock()
+        positions?.insert(input, at: index)
+        unlock()
+    }
+
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
-        let complete: [Result<T>]? = state.withLock { state in
-            state.results[index] = result
-            state.remaining -= 1
-            guard state.remaining == 0 else { return nil }
-            let results = state.results.map { $0! }
-            state.results = []
-            return results
+        lock()
+        guard !isSettled, let index = positions?.index(of: source, where: { results[$0] == nil }) else {
+            unlock()
+            return .none
         }
-        guard let complete else { return .none }
-        return settle(.fulfilled(complete))
+        results[index] = result
+        remaining -= 1
+        guard remaining == 0 else {
+            unlock()
+            return .none
+        }
+        positions?.deallocate()
+        positions = nil
+        let complete = results.map { $0! }
+        results = []
+        initializeValue(complete)
+        return settleLocked()
     }
 }
 
@@ -118,18 +165,18 @@ public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
 /// The implementation of every `when(fulfilled:)` and `when(guarantees:)` form. The public
 /// overloads call it rather than each other: with `[Promise<Void>]` or `[Promise<Any>]`
 /// arguments, overload resolution picks the `Void` or `[any Thenable]` form again, which
-/// recursed forever. `onReject`: see `when(fulfilledIndexed:onReject:)`.
-func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((Int) -> Void)? = nil) -> Promise<[U.T]> {
+/// recursed forever. `onReject`: see `when(fulfilledReportingRejection:onReject:)`.
+func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Void)? = nil) -> Promise<[U.T]> {
     guard !promises.isEmpty else { return .value([]) }
     let aggregate = WhenFulfilled<U.T>(count: promises.count, onReject: onReject)
     connect(aggregate, to: promises)
     return aggregate
 }
 
-/// `when(fulfilled:)` over promises that reports the index of the input whose rejection settled
-/// it: `onReject` runs once, on the settling thread, before the result's handlers run.
-/// (For `CancellablePromiseKit`'s `autoCancel`.)
-package func when<T>(fulfilledIndexed promises: [Promise<T>], onReject: @escaping (Int) -> Void) -> Promise<[T]> {
+/// `when(fulfilled:)` over promises that reports the input whose rejection settled it:
+/// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
+/// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
+package func when<T>(fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void) -> Promise<[T]> {
     whenAllFulfilled(promises, onReject: onReject)
 }
 

@@ -54,6 +54,33 @@ final class CombinatorAutoCancelTests: XCTestCase {
         XCTAssertTrue(b.promise.isCancelled)
     }
 
+    /// The race reports the promise that won, not a position: a winner given twice is not
+    /// cancelled at its other position, and a loser given twice is cancelled once.
+    func testRaceAutoCancelWithInputsGivenTwiceCancelsOnlyTheLosers() {
+        let a = CancellablePromise<Int>.pending(), b = CancellablePromise<Int>.pending()
+        var cancels = 0
+        let c = CancellablePromise<Int>(resolver: { _ in { cancels += 1 } })
+        let result = race([a.promise, c, b.promise, a.promise, c], autoCancel: true)
+        a.resolver.fulfill(1)
+        XCTAssertEqual(result.value, 1)
+        XCTAssertFalse(a.promise.isCancelled)
+        XCTAssertTrue(b.promise.isCancelled)
+        XCTAssertTrue(c.isCancelled)
+        XCTAssertEqual(cancels, 1)
+    }
+
+    /// The two-input form gives `when` a `Void` promise made from each input: the input whose
+    /// rejection settled it is still told apart from the others.
+    func testWhenTupleAutoCancelSparesTheInputThatRejected() {
+        let a = CancellablePromise<Int>.pending(), b = CancellablePromise<String>.pending()
+        let result = when(fulfilled: a.promise, b.promise, autoCancel: true)
+        b.resolver.reject(StepFailure(node: 1))
+        XCTAssertTrue(result.promise.isRejected)
+        XCTAssertTrue(a.promise.isCancelled)
+        XCTAssertFalse(b.promise.isCancelled)
+        XCTAssertFalse(b.promise.cancelContext.isCancelled)
+    }
+
     func testRaceVariadicWithoutAutoCancel() {
         let a = CancellablePromise<Int>.pending(), b = CancellablePromise<Int>.pending()
         let result = race(a.promise, b.promise)

@@ -357,4 +357,91 @@ final class WhenTests: XCTestCase {
         queue.queue.sync { ra.fulfill(1) }
         XCTAssertTrue(onQueue)
     }
+
+    // MARK: Input positions (the aggregate finds an input's position from the input itself)
+
+    func testWhenFulfilledGivesAPendingInputRepeatedAtEachOfItsPositions() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [a, b, a, Promise.value(4), a])
+        rb.fulfill(2)
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(1)
+        XCTAssertEqual(all.value, [1, 2, 1, 4, 1])
+    }
+
+    func testWhenFulfilledGivesASettledInputRepeatedAtEachOfItsPositions() {
+        let settled = Promise.value(7)
+        let (b, rb) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [settled, b, settled])
+        rb.fulfill(2)
+        XCTAssertEqual(all.value, [7, 2, 7])
+        let onlyRepeats: Promise<[Int]> = when(fulfilled: [settled, settled, settled])
+        XCTAssertEqual(onlyRepeats.value, [7, 7, 7])
+    }
+
+    func testWhenResolvedGivesAnInputRepeatedAtEachOfItsPositions() {
+        let (a, ra) = Promise<Int>.pending()
+        let all = when(resolved: [a, Promise(error: TestError(code: 1)), a])
+        XCTAssertTrue(all.isPending)
+        ra.fulfill(3)
+        let results = all.value ?? []
+        XCTAssertEqual(results.count, 3)
+        XCTAssertEqual(try results[0].get(), 3)
+        XCTAssertEqual(results[1].isFulfilled, false)
+        XCTAssertEqual(try results[2].get(), 3)
+    }
+
+    func testWhenFulfilledPlacesTenThousandInputsSettledInReverseOrder() {
+        let inputs = (0..<10_000).map { _ in Promise<Int>.pending() }
+        let all: Promise<[Int]> = when(fulfilled: inputs.map(\.promise))
+        for index in inputs.indices.reversed() { inputs[index].resolver.fulfill(index) }
+        XCTAssertEqual(all.value, Array(0..<10_000))
+        let resolved = when(resolved: inputs.map(\.promise))
+        XCTAssertEqual(resolved.value?.map { try? $0.get() }, Array(0..<10_000))
+    }
+
+    /// Inputs settle on other threads while `when` is still adding itself to the later ones:
+    /// every value lands at its own position, whichever happens first.
+    func testWhenFulfilledPlacesInputsSettledConcurrentlyWithConnecting() {
+        for round in 0..<200 {
+            let inputs = (0..<64).map { _ in Promise<Int>.pending() }
+            let start = DispatchSemaphore(value: 0)
+            let group = DispatchGroup()
+            for half in 0..<2 {
+                DispatchQueue.global().async(group: group) {
+                    start.wait()
+                    for index in stride(from: half, to: inputs.count, by: 2) { inputs[index].resolver.fulfill(index) }
+                }
+            }
+            start.signal()
+            start.signal()
+            let all: Promise<[Int]> = when(fulfilled: inputs.map(\.promise))
+            let resolved = when(resolved: inputs.map(\.promise))
+            group.wait()
+            XCTAssertEqual(all.value, Array(0..<64), "round \(round)")
+            XCTAssertEqual(resolved.value?.map { try? $0.get() }, Array(0..<64), "round \(round)")
+        }
+    }
+
+    func testWhenOverAThenableThatMakesANewPromiseEachTimePlacesEveryValue() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<Int>.pending()
+        let all: Promise<[Int]> = when(fulfilled: [FreshMirror(a), FreshMirror(b), FreshMirror(a)])
+        rb.fulfill(2)
+        ra.fulfill(1)
+        XCTAssertEqual(all.value, [1, 2, 1])
+    }
+}
+
+/// A thenable with the protocol's default `asPromise()`, which makes a new promise on every
+/// call.
+private final class FreshMirror: Thenable {
+    let source: Promise<Int>
+
+    init(_ source: Promise<Int>) { self.source = source }
+
+    func pipe(to body: @escaping (Result<Int>) -> Void) { source.pipe(to: body) }
+
+    var result: Result<Int>? { source.result }
 }

@@ -1,7 +1,8 @@
 // Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
 //   PromiseProfile <workload> [iterations]
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
-// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop.
+// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, serial_hop_kept,
+// base_queue_hops.
 
 import CancellablePromiseKit
 import Dispatch
@@ -65,6 +66,17 @@ var sink = 0
     }
 }
 
+/// One block on `queue` enqueuing the next, `remaining` times (the benchmark's baseline hop).
+func hop(_ remaining: Int, on queue: DispatchQueue, done: DispatchSemaphore) {
+    queue.async {
+        if remaining > 1 {
+            hop(remaining - 1, on: queue, done: done)
+        } else {
+            done.signal()
+        }
+    }
+}
+
 switch workload {
 case "create_fulfil":
     createAndFulfil(iterations)
@@ -115,6 +127,30 @@ case "serial_hop":
     resolver.fulfill(0)
     finished.wait()
     precondition(tail.value == iterations)
+case "serial_hop_kept":
+    // `serial_hop` as the benchmark row runs it: the links are kept until the end, so none is
+    // freed while the chain runs.
+    let queue = DispatchQueue(label: "serial_hop")
+    let (head, resolver) = Promise<Int>.pending()
+    var links: [Promise<Int>] = []
+    links.reserveCapacity(iterations)
+    var tail = head
+    for _ in 0..<iterations {
+        tail = tail.map(on: queue) { $0 &+ 1 }
+        links.append(tail)
+    }
+    let finished = DispatchSemaphore(value: 0)
+    tail.pipe { _ in finished.signal() }
+    resolver.fulfill(0)
+    finished.wait()
+    precondition(tail.value == iterations)
+    consume(links)
+case "base_queue_hops":
+    // The baseline of `serial_hop_kept`: blocks on one serial queue, each enqueuing the next.
+    let queue = DispatchQueue(label: "base_queue_hops")
+    let finished = DispatchSemaphore(value: 0)
+    hop(iterations, on: queue, done: finished)
+    finished.wait()
 case "race_autocancel":
     let inputs = (0..<iterations).map { _ in CancellablePromise<Int>.pending() }
     let winner = raceAndFulfilFirst(inputs)
