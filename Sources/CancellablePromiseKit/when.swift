@@ -48,7 +48,9 @@ public func when<U, V, W>(
     let (puVoid, pvVoid, pwVoid) = (pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid())
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid],
-        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid)], autoCancel: autoCancel
+        inputs: [
+            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
+        ], autoCancel: autoCancel
     ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in
         (puCore.value!, pvCore.value!, pwCore.value!)
     }
@@ -63,7 +65,10 @@ public func when<U, V, W, X>(
     let pxVoid = px.promise.asVoid()
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid, pxVoid],
-        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid)], autoCancel: autoCancel
+        inputs: [
+            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
+            px.cancelInput(reporting: pxVoid),
+        ], autoCancel: autoCancel
     ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in
         (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
     }
@@ -78,7 +83,10 @@ public func when<U, V, W, X, Y>(
     let (pxVoid, pyVoid) = (px.promise.asVoid(), py.promise.asVoid())
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid, pxVoid, pyVoid],
-        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid), py.cancelInput(reporting: pyVoid)],
+        inputs: [
+            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
+            px.cancelInput(reporting: pxVoid), py.cancelInput(reporting: pyVoid),
+        ],
         autoCancel: autoCancel
     ).map(on: nil) {
         [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in

@@ -176,7 +176,9 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Vo
 /// `when(fulfilled:)` over promises that reports the input whose rejection settled it:
 /// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
 /// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
-package func when<T>(fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void) -> Promise<[T]> {
+package func when<T>(
+    fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void
+) -> Promise<[T]> {
     whenAllFulfilled(promises, onReject: onReject)
 }
 
