@@ -24,23 +24,28 @@ func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
     }
 }
 
-/// The position of each input of an aggregate, found from the input's promise: an
-/// open-addressing table keyed by the promise's address, with linear probing and room for 1.5
-/// to 3 times the inputs. An input given twice has an entry per position; `index(of:where:)`
-/// returns the first one the caller accepts (the first not filled yet).
+/// The positions of the inputs of an aggregate, found from an input's promise: an
+/// open-addressing table keyed by the promise's address, with linear probing and at least half
+/// again as many slots as inputs. A promise given at several positions has one slot, heading a
+/// list of its positions not yet taken; each handler call takes one (`take(_:)`), so every
+/// position is filled once whatever the number of repeats, in constant time per call.
 ///
-/// The table holds addresses, not references. An entry is only looked up from its input's own
-/// handler call, while that promise is alive, so an address that is freed and reused by another
-/// object is never looked up in its place. Not synchronized: the aggregate uses it under its
-/// lock, and deallocates it (once) when it settles.
+/// The table holds addresses, not references: an input is only looked up from its own handler
+/// call, while that promise is alive. (An address can be reused while the aggregate is
+/// pending only by an input promise freed before it settles, whose positions can then never be
+/// filled anyway.) Not synchronized: the aggregate uses it under its lock, and deallocates it
+/// (once) when it settles.
 struct InputIndex {
     private struct Slot {
         /// The input's address; 0 for an empty slot.
         var key: UInt
-        var index: Int
+        /// The first of the input's positions not taken yet, or -1.
+        var first: Int
     }
 
     private let slots: UnsafeMutablePointer<Slot>
+    /// For each position, the next position of the same promise not taken yet, or -1.
+    private let next: UnsafeMutablePointer<Int>
     private let mask: Int
     /// `UInt.bitWidth` minus the table size's power of two: the hash keeps the top bits.
     private let shift: UInt
@@ -55,47 +60,53 @@ struct InputIndex {
         mask = size - 1
         shift = UInt(UInt.bitWidth) - bits
         slots = .allocate(capacity: size)
-        slots.initialize(repeating: Slot(key: 0, index: 0), count: size)
+        slots.initialize(repeating: Slot(key: 0, first: -1), count: size)
+        next = .allocate(capacity: count)
     }
 
     func deallocate() {
         slots.deallocate()
+        next.deallocate()
     }
 
-    /// An odd 64-bit constant of well-mixed bits (its low half on 32-bit platforms).
+    /// An odd constant of well-mixed bits (its low half on 32-bit platforms).
     private static let multiplier = UInt(truncatingIfNeeded: 0xFF51_AFD7_ED55_8CCD as UInt64)
 
     @inline(__always) private static func key(_ input: AnyObject) -> UInt {
         UInt(bitPattern: ObjectIdentifier(input))
     }
 
-    /// Where probing for `key` starts: its bits mixed (a shift-xor, a multiplication, a
-    /// shift-xor), then the top bits. Addresses of objects allocated together are evenly spaced,
-    /// which a multiplication alone maps onto a few clusters for some spacings.
-    @inline(__always) private func start(_ key: UInt) -> Int {
-        var mixed = key ^ (key >> 33)
+    /// The slot of `key`, or the empty slot where it goes: mixes the key's bits (shift-xor,
+    /// multiplication, shift-xor), takes the top bits and probes from there. Addresses of
+    /// objects allocated together are evenly spaced, which a multiplication alone maps onto a
+    /// few clusters for some spacings; the table is never full, so probing ends.
+    @inline(__always) private func slot(for key: UInt) -> UnsafeMutablePointer<Slot> {
+        let half = UInt(UInt.bitWidth / 2)
+        var mixed = key ^ (key >> half)
         mixed = mixed &* InputIndex.multiplier
-        mixed ^= mixed >> 33
-        return Int(truncatingIfNeeded: mixed >> shift)
+        mixed ^= mixed >> half
+        var position = Int(truncatingIfNeeded: mixed >> shift)
+        while slots[position].key != 0, slots[position].key != key { position = (position + 1) & mask }
+        return slots + position
     }
 
+    /// Records that `input` is the input at `index` (each index once).
     func insert(_ input: AnyObject, at index: Int) {
         let key = Self.key(input)
-        var position = start(key)
-        while slots[position].key != 0 { position = (position + 1) & mask }
-        slots[position] = Slot(key: key, index: index)
+        let slot = slot(for: key)
+        slot.pointee.key = key
+        next[index] = slot.pointee.first
+        slot.pointee.first = index
     }
 
-    /// The first position of `input` that `accept` accepts, or `nil`.
+    /// Takes one of `input`'s positions not taken yet; `nil` if there is none (never for an
+    /// input's own handler call, one per position it was inserted at).
     @inline(__always)
-    func index(of input: AnyObject, where accept: (Int) -> Bool) -> Int? {
-        let key = Self.key(input)
-        var position = start(key)
-        while true {
-            let slot = slots[position]
-            if slot.key == 0 { return nil }
-            if slot.key == key, accept(slot.index) { return slot.index }
-            position = (position + 1) & mask
-        }
+    func take(_ input: AnyObject) -> Int? {
+        let slot = slot(for: Self.key(input))
+        let index = slot.pointee.first
+        guard index >= 0 else { return nil }
+        slot.pointee.first = next[index]
+        return index
     }
 }

@@ -3,7 +3,8 @@
 // A pending promise keeps its handlers in a `Handlers` list. A handler is an object conforming
 // to `PromiseHandler`: a chain step (for the common operators, `map`, `then`, `done`…, the step
 // *is* the promise it produces, so one link of a chain costs one allocation; see Steps.swift),
-// an aggregate's input, a closure, a relay, or a removable registration.
+// an aggregate (`when`, `race`: the handler of each of its inputs), a closure, a relay, or a
+// removable registration.
 //
 // When a promise settles, it hands its handlers back to the caller instead of running them, as
 // `ReleasedHandlers`. `drain` runs them in a loop: a handler that settles a promise in turn
@@ -13,7 +14,8 @@
 
 /// An object waiting for a promise to settle.
 @usableFromInline package protocol PromiseHandler: AnyObject {
-    /// Called once, after `source` (the promise this handler was added to) has settled.
+    /// Called once per time this handler was added to `source`, after `source` has settled (an
+    /// aggregate is added to each of its inputs, and is called once per input).
     /// Returns the handlers released by whatever promise this handler settled in turn.
     func handle(settled source: AnyObject) -> ReleasedHandlers
 
@@ -257,7 +259,7 @@ package func teardown(_ handlers: inout Handlers) {
     // No binding to the first handler may outlive the test: `popForTeardown` checks that the
     // stack holds the only reference.
     if handlers.rest == nil, !handlers.firstIsPromiseStep {
-        // A single handler that is not a step (an aggregate's input, a closure) is released as
+        // A single handler that is not a step (an aggregate, a closure) is released as
         // popping it from the stack would, without allocating the stack.
         handlers = Handlers()
         return

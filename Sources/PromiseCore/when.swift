@@ -70,8 +70,8 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
             return released
         }
         lock()
-        let stored = self.stored
-        guard !isSettled, let index = positions?.index(of: source, where: { stored[$0] == 0 }) else {
+        guard !isSettled, let index = positions?.take(source) else {
+            assert(isSettled, "WhenFulfilled: an input settled with no position left")
             unlock()
             return .none
         }
@@ -133,7 +133,8 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
     func handle(settled source: AnyObject) -> ReleasedHandlers {
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         lock()
-        guard !isSettled, let index = positions?.index(of: source, where: { results[$0] == nil }) else {
+        guard !isSettled, let index = positions?.take(source) else {
+            assert(isSettled, "WhenResolved: an input settled with no position left")
             unlock()
             return .none
         }

@@ -392,6 +392,25 @@ final class WhenTests: XCTestCase {
         XCTAssertEqual(try results[2].get(), 3)
     }
 
+    /// Every repeat of a promise is one more position of the same entry: 200,000 repeats take
+    /// linear time (a table probing past every repeat would take minutes).
+    func testWhenOverOnePromiseRepeatedTwoHundredThousandTimesFillsEveryPosition() {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, rb) = Promise<Int>.pending()
+        let inputs = Array(repeating: a, count: 100_000) + [b] + Array(repeating: a, count: 100_000)
+        let all: Promise<[Int]> = when(fulfilled: inputs)
+        let resolved = when(resolved: inputs)
+        ra.fulfill(1)
+        XCTAssertTrue(all.isPending)
+        rb.fulfill(2)
+        XCTAssertEqual(all.value?.count, 200_001)
+        XCTAssertEqual(all.value?[100_000], 2)
+        XCTAssertEqual(all.value?.filter { $0 == 1 }.count, 200_000)
+        XCTAssertEqual(resolved.value?.compactMap { try? $0.get() }.filter { $0 == 1 }.count, 200_000)
+        let settledRepeats: Promise<[Int]> = when(fulfilled: Array(repeating: Promise.value(3), count: 200_000))
+        XCTAssertEqual(settledRepeats.value?.count, 200_000)
+    }
+
     func testWhenFulfilledPlacesTenThousandInputsSettledInReverseOrder() {
         let inputs = (0..<10_000).map { _ in Promise<Int>.pending() }
         let all: Promise<[Int]> = when(fulfilled: inputs.map(\.promise))
