@@ -216,24 +216,27 @@ package func drain(consuming start: consuming ReleasedHandlers) {
 }
 
 /// The loop of `drain`, from the first settled promise's released handlers and attachment.
+/// Handlers are moved out of each released list (`take()`), not copied: a copy costs a retain
+/// here and a release when the list is destroyed.
 private func runReleased(
     source: consuming AnyObject, handlers: consuming Handlers, attachment: consuming (any PromiseAttachment)?
 ) {
     var source = source
+    var handlers = handlers
     attachment?.promiseDidSettle()
-    guard var current = handlers.first else { return }
+    guard var current = handlers.first.take() else { return }
     var deferred: [(AnyObject, any PromiseHandler)] = []
-    if let rest = handlers.rest {
+    if let rest = handlers.rest.take() {
         for handler in rest.reversed() { deferred.append((source, handler)) }
     }
     while true {
         let next = current.handle(settled: source)
         // Consumed, so that its payload moves out without being copied.
         switch consume next {
-        case .released(let nextSource, let handlers, let attachment):
+        case .released(let nextSource, var handlers, let attachment):
             attachment?.promiseDidSettle()
-            if let first = handlers.first {
-                if let rest = handlers.rest {
+            if let first = handlers.first.take() {
+                if let rest = handlers.rest.take() {
                     for handler in rest.reversed() { deferred.append((nextSource, handler)) }
                 }
                 current = first

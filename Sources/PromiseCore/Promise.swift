@@ -422,6 +422,14 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return handlers.storage
     }
 
+    /// Runs the body of a step that hopped to its queue, for the source it stored when it
+    /// queued the hop (see `queueHop`); returns what it released. Overridden by the steps that
+    /// hop: a class method, so the queued block needs no protocol witness and captures the step
+    /// alone.
+    func runQueuedHop() -> ReleasedHandlers {
+        preconditionFailure("Promise.runQueuedHop: only a step that hops to a queue runs a queued body")
+    }
+
     /// Moves out this promise's handlers; only while the caller holds its last reference.
     @usableFromInline package final func takeHandlersForTeardown() -> Handlers {
         let taken = handlers

@@ -3,7 +3,7 @@ import Dispatch
 // The steps of a chain. Each is the promise it produces, waiting on its source as a
 // `PromiseHandler`: one allocation per link. `MapStep` and `ThenStep` serve the frequent
 // operators, `GeneralStep` the others, and `MirrorStep` a promise that only settles as its
-// source does. A step hops to its queue (`HopRule`, `queueBody`) only for the results its
+// source does. A step hops to its queue (`HopRule`, `queueHop`) only for the results its
 // body acts on, and its body starts only while its promise and attachment allow it.
 
 // MARK: - What every step shares
@@ -65,28 +65,19 @@ extension Result {
     }
 }
 
-/// A step whose body runs on a queue (see `queueBody`).
-protocol QueuedStep: AnyObject, Sendable {
-    /// Runs the body for the outcome of `source`, settled, on the step's queue; returns what it
-    /// released.
-    func runQueued(from source: AnyObject) -> ReleasedHandlers
-}
-
-/// Queues `step`'s body for `source`'s outcome on `queue` and drains what it releases there;
-/// returns nothing to drain here.
-/// The block holds the step and the source, and the body reads the outcome on the queue: one
-/// allocation besides the block. (A block capturing the outcome itself, a generic value, needs a
-/// box for it and the metadata of the step's generic parameters.) Not generic, for the same
-/// reason.
-func queueBody(
-    of step: any QueuedStep, from source: AnyObject, on queue: DispatchQueue, flags: DispatchWorkItemFlags?
-) -> ReleasedHandlers {
-    // The source is settled and read-only from now on: hand it over unchecked.
-    let source = UncheckedSendable(source)
+/// Queues `step`'s body on `queue` (the step has stored the settled source it reads, see
+/// `Promise.runQueuedHop`) and drains what it releases there; returns nothing to drain here.
+///
+/// The block captures the step alone, as its base class `Promise<U>`, and calls a class method:
+/// a closure whose one capture is a class reference uses that reference as its context, so a
+/// hop allocates the block and nothing else (one allocation fewer than a bare `queue.async`
+/// whose closure captures two values). Capturing the source too, or the step as a protocol
+/// existential, needs a context box; capturing a value needs a generic box as well.
+func queueHop<U>(_ step: Promise<U>, on queue: DispatchQueue, flags: DispatchWorkItemFlags?) -> ReleasedHandlers {
     if let flags {
-        queue.async(flags: flags) { drain(step.runQueued(from: source.value)) }
+        queue.async(flags: flags) { drain(step.runQueuedHop()) }
     } else {
-        queue.async { drain(step.runQueued(from: source.value)) }
+        queue.async { drain(step.runQueuedHop()) }
     }
     return .none
 }
@@ -106,11 +97,14 @@ extension Promise {
 // MARK: - The steps
 
 /// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
-@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unchecked Sendable {
-    // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body.
+@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body,
+    // and `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var transform: ((T) throws -> U)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
+    /// The settled source, from queueing the hop until the queued body reads it.
+    @exclusivity(unchecked) private var hopSource: Promise<T>?
 
     @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
@@ -127,11 +121,14 @@ extension Promise {
             return settle(rejected: error)
         }
         guard let queue else { return run(source.settledValue) }
-        return queueBody(of: self, from: source, on: queue, flags: flags)
+        hopSource = source
+        return queueHop(self, on: queue, flags: flags)
     }
 
-    func runQueued(from source: AnyObject) -> ReleasedHandlers {
-        run(unsafeDowncast(source, to: Promise<T>.self).settledValue)
+    override func runQueuedHop() -> ReleasedHandlers {
+        let source = hopSource!
+        hopSource = nil
+        return run(source.settledValue)
     }
 
     private func run(_ value: T) -> ReleasedHandlers {
@@ -147,11 +144,14 @@ extension Promise {
 }
 
 /// `then`: runs a body returning a promise, then settles as that promise does.
-@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, QueuedStep, @unchecked Sendable {
-    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
+@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
+    // `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
+    /// The settled source, from queueing the hop until the queued body reads it.
+    @exclusivity(unchecked) private var hopSource: Promise<T>?
     /// Set once the body has returned a promise and the step waits for it: the next call to
     /// `handle(settled:)` comes from that promise.
     @exclusivity(unchecked) private var awaitsReturnedPromise = false
@@ -174,11 +174,14 @@ extension Promise {
             return settle(rejected: error)
         }
         guard let queue else { return run(source.settledValue) }
-        return queueBody(of: self, from: source, on: queue, flags: flags)
+        hopSource = source
+        return queueHop(self, on: queue, flags: flags)
     }
 
-    func runQueued(from source: AnyObject) -> ReleasedHandlers {
-        run(unsafeDowncast(source, to: Promise<T>.self).settledValue)
+    override func runQueuedHop() -> ReleasedHandlers {
+        let source = hopSource!
+        hopSource = nil
+        return run(source.settledValue)
     }
 
     private func run(_ value: T) -> ReleasedHandlers {
@@ -210,8 +213,9 @@ package enum StepOutcome<U> {
 /// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
 /// the step hops for it, and decides this promise's outcome.
-package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unchecked Sendable {
-    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
+package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
+    // `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
     private let queue: DispatchQueue?
     private let flags: DispatchWorkItemFlags?
@@ -222,6 +226,8 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unc
     /// Set once the body has returned `.settleAs` and the step waits for that promise: the next
     /// call to `handle(settled:)` comes from it.
     @exclusivity(unchecked) private var awaitsReturnedPromise = false
+    /// The settled source, from queueing the hop until the queued body reads it.
+    @exclusivity(unchecked) private var hopSource: Promise<T>?
 
     package init(
         queue: DispatchQueue?,
@@ -244,11 +250,14 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, QueuedStep, @unc
         }
         let settled = unsafeDowncast(source, to: Promise<T>.self)
         guard let queue, hop.hops(settledError: settled.settledError) else { return run(settled.settledResult) }
-        return queueBody(of: self, from: source, on: queue, flags: flags)
+        hopSource = settled
+        return queueHop(self, on: queue, flags: flags)
     }
 
-    func runQueued(from source: AnyObject) -> ReleasedHandlers {
-        run(unsafeDowncast(source, to: Promise<T>.self).settledResult)
+    override func runQueuedHop() -> ReleasedHandlers {
+        let source = hopSource!
+        hopSource = nil
+        return run(source.settledResult)
     }
 
     private func run(_ result: Result<T>) -> ReleasedHandlers {
