@@ -47,17 +47,10 @@ final class AutoCancelInputs: Sendable {
     /// so the winner's chain is not marked cancelled.
     func cancelLosers(winner winnerPromise: AnyObject) {
         guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
-        // Links followed from a loser never reach back into the winner's chain (a loser may
-        // wait on the winner).
-        let winnerRoot = winner.context.storage.root
         for loser in inputs {
             guard loser.entry !== winner.entry, loser.promise !== winnerPromise else { continue }
-            // Each event below does nothing if the loser is no longer listed (settled).
-            if loser.context.storage.isSameChain(as: winner.context.storage) {
-                loser.entry.home.cancelAlone(loser.entry, excluding: winnerRoot)
-            } else {
-                loser.context.storage.cancel(ifListed: loser.entry, excluding: winnerRoot)
-            }
+            // The winner's root is read again for each loser: a join may have moved it since.
+            loser.context.storage.cancelLoser(loser.entry, winnerRoot: winner.context.storage.root)
         }
     }
 

@@ -833,13 +833,23 @@ final class CancelStorage: @unchecked Sendable {
         }
     }
 
-    /// Cancels `entry` alone (not its chain); see `CancelState.cancelAlone`.
-    func cancelAlone(_ entry: CancelEntry, excluding excluded: CancelStorage? = nil) {
-        withRoot { state, actions in
-            actions.linkSite = .library
-            actions.excludedRoot = excluded
-            _ = state.cancelAlone(entry, with: boxedCancellation, into: &actions)
+    /// Cancels a loser of an `autoCancel` combinator, `entry` (listed in this storage's chain),
+    /// under one lock: alone (see `CancelState.cancelAlone`) if its chain is the winner's, whose
+    /// root is `winnerRoot`, so that chain is not marked cancelled; with its chain otherwise.
+    /// Nothing if the loser is no longer listed (settled). Links followed never reach the
+    /// winner's chain (a loser may wait on the winner).
+    func cancelLoser(_ entry: CancelEntry, winnerRoot: CancelStorage) {
+        var actions = CancelActions()
+        actions.linkSite = .library
+        actions.excludedRoot = winnerRoot
+        let root = lockRoot()
+        if root === winnerRoot {
+            _ = root.state.cancelAlone(entry, with: boxedCancellation, into: &actions)
+        } else if entry.index >= 0 {
+            _ = root.state.cancel(with: boxedCancellation, at: .library, into: &actions)
         }
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
     /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
