@@ -65,6 +65,35 @@ extension Result {
     }
 }
 
+/// Where a step's body runs when the step hops: a queue, with the flags of its `async` if any.
+/// One word in the step (the flags, rarely given, live in an object of their own), where a
+/// queue and optional flags stored side by side take three.
+@usableFromInline enum StepQueue {
+    case plain(DispatchQueue)
+    case withFlags(QueueWithFlags)
+
+    /// `queue`, with `flags` if any; `nil` for no queue (the body runs synchronously).
+    @usableFromInline init?(_ queue: DispatchQueue?, flags: DispatchWorkItemFlags?) {
+        guard let queue else { return nil }
+        if let flags {
+            self = .withFlags(QueueWithFlags(queue: queue, flags: flags))
+        } else {
+            self = .plain(queue)
+        }
+    }
+}
+
+/// A queue and the flags of the steps' `async` on it (see `StepQueue`).
+@usableFromInline final class QueueWithFlags {
+    let queue: DispatchQueue
+    let flags: DispatchWorkItemFlags
+
+    @usableFromInline init(queue: DispatchQueue, flags: DispatchWorkItemFlags) {
+        self.queue = queue
+        self.flags = flags
+    }
+}
+
 /// Queues `step`'s body on `queue` (the step has stored the settled source it reads, see
 /// `Promise.runQueuedHop`) and drains what it releases there; returns nothing to drain here.
 ///
@@ -73,11 +102,12 @@ extension Result {
 /// hop allocates the block and nothing else (one allocation fewer than a bare `queue.async`
 /// whose closure captures two values). Capturing the source too, or the step as a protocol
 /// existential, needs a context box; capturing a value needs a generic box as well.
-func queueHop<U>(_ step: Promise<U>, on queue: DispatchQueue, flags: DispatchWorkItemFlags?) -> ReleasedHandlers {
-    if let flags {
-        queue.async(flags: flags) { drain(step.runQueuedHop()) }
-    } else {
+func queueHop<U>(_ step: Promise<U>, on queue: StepQueue) -> ReleasedHandlers {
+    switch queue {
+    case .plain(let queue):
         queue.async { drain(step.runQueuedHop()) }
+    case .withFlags(let target):
+        target.queue.async(flags: target.flags) { drain(step.runQueuedHop()) }
     }
     return .none
 }
@@ -101,16 +131,14 @@ extension Promise {
     // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body,
     // and `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var transform: ((T) throws -> U)?
-    private let queue: DispatchQueue?
-    private let flags: DispatchWorkItemFlags?
+    private let queue: StepQueue?
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
 
     @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
         self.transform = transform
-        self.queue = queue
-        self.flags = flags
+        self.queue = StepQueue(queue, flags: flags)
         super.init(pending: ())
     }
 
@@ -122,7 +150,7 @@ extension Promise {
         }
         guard let queue else { return run(source.settledValue) }
         hopSource = source
-        return queueHop(self, on: queue, flags: flags)
+        return queueHop(self, on: queue)
     }
 
     override func runQueuedHop() -> ReleasedHandlers {
@@ -148,8 +176,7 @@ extension Promise {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
-    private let queue: DispatchQueue?
-    private let flags: DispatchWorkItemFlags?
+    private let queue: StepQueue?
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
     /// Set once the body has returned a promise and the step waits for it: the next call to
@@ -159,8 +186,7 @@ extension Promise {
     @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
         self.body = body
-        self.queue = queue
-        self.flags = flags
+        self.queue = StepQueue(queue, flags: flags)
         super.init(pending: ())
     }
 
@@ -175,7 +201,7 @@ extension Promise {
         }
         guard let queue else { return run(source.settledValue) }
         hopSource = source
-        return queueHop(self, on: queue, flags: flags)
+        return queueHop(self, on: queue)
     }
 
     override func runQueuedHop() -> ReleasedHandlers {
@@ -217,8 +243,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
-    private let queue: DispatchQueue?
-    private let flags: DispatchWorkItemFlags?
+    private let queue: StepQueue?
     private let hop: HopRule
     /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
     /// settled by a cancellation; other steps do not start then.
@@ -237,8 +262,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
         body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) {
         self.body = body
-        self.queue = queue
-        self.flags = flags
+        self.queue = StepQueue(queue, flags: flags)
         self.hop = hop
         self.isObserver = isObserver
         super.init(pending: ())
@@ -251,7 +275,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
         let settled = unsafeDowncast(source, to: Promise<T>.self)
         guard let queue, hop.hops(settledError: settled.settledError) else { return run(settled.settledResult) }
         hopSource = settled
-        return queueHop(self, on: queue, flags: flags)
+        return queueHop(self, on: queue)
     }
 
     override func runQueuedHop() -> ReleasedHandlers {

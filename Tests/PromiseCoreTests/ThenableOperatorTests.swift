@@ -186,4 +186,46 @@ final class ThenableOperatorTests: XCTestCase {
         XCTAssertEqual(value(p), 2)
         XCTAssertTrue(onQueue)
     }
+
+    /// `flags` reach the queue: a `.barrier` body on a concurrent queue waits for the block
+    /// running there, whichever kind of step runs it (`map`, `then`, `ensure`).
+    func testBarrierFlagMakesEveryKindOfStepWaitForTheQueuesRunningBlock() {
+        let steps: [(String, (DispatchQueue, @escaping @Sendable () -> Void) -> Promise<Int>)] = [
+            ("map", { queue, record in Promise.value(1).map(on: queue, flags: .barrier) { record(); return $0 } }),
+            ("then", { queue, record in Promise.value(1).then(on: queue, flags: .barrier) { record(); return Promise.value($0) } }),
+            ("ensure", { queue, record in Promise.value(1).ensure(on: queue, flags: .barrier) { record() } }),
+        ]
+        for (name, makeStep) in steps {
+            let queue = DispatchQueue(label: "barrier.\(name)", attributes: .concurrent)
+            let log = EventLog()
+            let running = DispatchSemaphore(value: 0)
+            queue.async {
+                running.signal()
+                Thread.sleep(forTimeInterval: 0.05)
+                log.append("block")
+            }
+            running.wait()
+            let step = makeStep(queue) { log.append("barrier") }
+            XCTAssertEqual(value(step), 1, name)
+            XCTAssertEqual(log.events, ["block", "barrier"], name)
+        }
+    }
+}
+
+/// Events appended from several threads.
+private final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [String] = []
+
+    func append(_ event: String) {
+        lock.lock()
+        list.append(event)
+        lock.unlock()
+    }
+
+    var events: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return list
+    }
 }
