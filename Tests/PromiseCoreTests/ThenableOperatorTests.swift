@@ -191,8 +191,22 @@ final class ThenableOperatorTests: XCTestCase {
     /// running there, whichever kind of step runs it (`map`, `then`, `ensure`).
     func testBarrierFlagMakesEveryKindOfStepWaitForTheQueuesRunningBlock() {
         let steps: [(String, (DispatchQueue, @escaping @Sendable () -> Void) -> Promise<Int>)] = [
-            ("map", { queue, record in Promise.value(1).map(on: queue, flags: .barrier) { record(); return $0 } }),
-            ("then", { queue, record in Promise.value(1).then(on: queue, flags: .barrier) { record(); return Promise.value($0) } }),
+            (
+                "map",
+                { queue, record in
+                    Promise.value(1).map(on: queue, flags: .barrier) {
+                        record(); return $0
+                    }
+                }
+            ),
+            (
+                "then",
+                { queue, record in
+                    Promise.value(1).then(on: queue, flags: .barrier) {
+                        record(); return Promise.value($0)
+                    }
+                }
+            ),
             ("ensure", { queue, record in Promise.value(1).ensure(on: queue, flags: .barrier) { record() } }),
         ]
         for (name, makeStep) in steps {
