@@ -13,11 +13,27 @@ protocol AggregateSink: PromiseHandler, Sendable {
 
 /// Adds `sink` as the handler of every input; inputs already settled are delivered at once.
 func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
-    // Through the buffer: each input is used in place, not copied out of the array (a retain
-    // and a release per input in this generic, unspecialized code).
     inputs.withUnsafeBufferPointer { buffer in
+        guard let base = buffer.baseAddress else { return }
+        if U.self == Promise<U.T>.self {
+            // Promises (the usual input): each is used where the array holds it, borrowed
+            // (`_withUnsafeGuaranteedRef`), with no `asPromise()` call and no retain and release
+            // per input. Sound because the caller's array keeps every element alive and nothing
+            // here changes it.
+            let references = UnsafeRawPointer(base)
+            for index in buffer.indices {
+                let reference = references.load(
+                    fromByteOffset: index * MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer.self)
+                Unmanaged<Promise<U.T>>.fromOpaque(reference)._withUnsafeGuaranteedRef { input in
+                    sink.register(input, at: index)
+                    input.addHandlerAndDrain(sink)
+                }
+            }
+            return
+        }
+        // Other thenables: `asPromise()` once per input (it may make a new promise each time).
         for index in buffer.indices {
-            let input = buffer[index].asPromise()
+            let input = base[index].asPromise()
             sink.register(input, at: index)
             input.addHandlerAndDrain(sink)
         }
