@@ -443,6 +443,21 @@ final class WhenTests: XCTestCase {
         }
     }
 
+    /// `connect` reads the promises of a `[Promise<T>]` straight from the array's buffer, one
+    /// pointer-sized reference per element: checks that layout.
+    func testAPromiseArrayStoresOneReferencePerElement() {
+        let promises: [Promise<Int>] = [Promise.value(1), Promise<Int>(pending: ()), Promise.value(3)]
+        XCTAssertEqual(MemoryLayout<Promise<Int>>.stride, MemoryLayout<UnsafeRawPointer>.stride)
+        promises.withUnsafeBufferPointer { buffer in
+            let references = UnsafeRawPointer(buffer.baseAddress!)
+            for index in buffer.indices {
+                let reference = references.load(
+                    fromByteOffset: index * MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer.self)
+                XCTAssertEqual(reference, UnsafeRawPointer(Unmanaged.passUnretained(promises[index]).toOpaque()))
+            }
+        }
+    }
+
     func testWhenOverAThenableThatMakesANewPromiseEachTimePlacesEveryValue() {
         let (a, ra) = Promise<Int>.pending()
         let (b, rb) = Promise<Int>.pending()
