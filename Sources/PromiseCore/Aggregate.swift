@@ -6,36 +6,49 @@
 
 /// A promise fed by several inputs, each handled by the aggregate itself.
 protocol AggregateSink: PromiseHandler, Sendable {
-    /// Records that `input` (the promise the aggregate is added to as a handler next) is the
-    /// input at `index`, before the aggregate is added to it; called once per input, in order.
+    /// Records that `input` is the input at `index`. Called for every input, in order, before
+    /// the aggregate is added to any of them: no handler call can run meanwhile, so this needs
+    /// no lock.
     func register(_ input: AnyObject, at index: Int)
 }
 
-/// Adds `sink` as the handler of every input; inputs already settled are delivered at once.
+/// Adds `sink` as the handler of every input (after registering them all); inputs already
+/// settled are delivered at once.
 func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
+    if U.self == Promise<U.T>.self {
+        // The same type: the cast changes nothing but the static type.
+        connect(sink, toPromises: unsafeBitCast(inputs, to: [Promise<U.T>].self))
+        return
+    }
+    // Other thenables: `asPromise()` once per input (it may make a new promise each time),
+    // read through the buffer (see `Array.mapThroughBuffer`'s reason in CancellablePromiseKit).
+    let promises = inputs.withUnsafeBufferPointer { buffer in
+        var promises: [Promise<U.T>] = []
+        promises.reserveCapacity(buffer.count)
+        for index in buffer.indices { promises.append(buffer[index].asPromise()) }
+        return promises
+    }
+    connect(sink, toPromises: promises)
+}
+
+/// `connect` for promises. Each is used where the array holds it, borrowed
+/// (`_withUnsafeGuaranteedRef`), with no retain and release per input: sound because the
+/// caller's array keeps every element alive and nothing here changes it (and a `[Promise<T>]`
+/// stores one reference per element, which a test checks).
+private func connect<T>(_ sink: any AggregateSink, toPromises inputs: [Promise<T>]) {
     inputs.withUnsafeBufferPointer { buffer in
         guard let base = buffer.baseAddress else { return }
-        if U.self == Promise<U.T>.self {
-            // Promises (the usual input): each is used where the array holds it, borrowed
-            // (`_withUnsafeGuaranteedRef`), with no `asPromise()` call and no retain and release
-            // per input. Sound because the caller's array keeps every element alive and nothing
-            // here changes it.
-            let references = UnsafeRawPointer(base)
-            for index in buffer.indices {
-                let reference = references.load(
-                    fromByteOffset: index * MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer.self)
-                Unmanaged<Promise<U.T>>.fromOpaque(reference)._withUnsafeGuaranteedRef { input in
-                    sink.register(input, at: index)
-                    input.addHandlerAndDrain(sink)
-                }
-            }
-            return
+        let references = UnsafeRawPointer(base)
+        @inline(__always) func withInput(at index: Int, _ body: (Promise<T>) -> Void) {
+            let reference = references.load(
+                fromByteOffset: index * MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer.self)
+            Unmanaged<Promise<T>>.fromOpaque(reference)._withUnsafeGuaranteedRef(body)
         }
-        // Other thenables: `asPromise()` once per input (it may make a new promise each time).
         for index in buffer.indices {
-            let input = base[index].asPromise()
-            sink.register(input, at: index)
-            input.addHandlerAndDrain(sink)
+            withInput(at: index) { sink.register($0, at: index) }
+        }
+        for index in buffer.indices {
+            withInput(at: index) { $0.addHandlerAndDrain(sink) }
         }
     }
 }

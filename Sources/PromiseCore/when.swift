@@ -49,9 +49,7 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     }
 
     func register(_ input: AnyObject, at index: Int) {
-        lock()
         positions?.insert(input, at: index)
-        unlock()
     }
 
     func handle(settled source: AnyObject) -> ReleasedHandlers {
@@ -125,9 +123,7 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
     }
 
     func register(_ input: AnyObject, at index: Int) {
-        lock()
         positions?.insert(input, at: index)
-        unlock()
     }
 
     func handle(settled source: AnyObject) -> ReleasedHandlers {
