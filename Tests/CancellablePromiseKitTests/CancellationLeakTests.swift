@@ -110,6 +110,26 @@ final class CancellationLeakTests: XCTestCase {
         XCTAssertNil(weakLoser)
     }
 
+    /// The tuple form gives the combinator a `Void` promise made from each input and keeps them
+    /// to tell which input rejected: once one has, nothing of the inputs is kept.
+    func testAutoCancelTupleWhenReleasesItsInputsAfterARejection() {
+        weak var weakLoser: CancellablePromise<String>?
+        weak var weakLoserCore: Promise<String>?
+        let failing = CancellablePromise<Int>.pending()
+        var result: CancellablePromise<(Int, String)>?
+        do {
+            let loser = CancellablePromise<String>.pending()
+            weakLoser = loser.promise
+            weakLoserCore = loser.promise.promise
+            result = when(fulfilled: failing.promise, loser.promise, autoCancel: true)
+        }
+        XCTAssertNotNil(weakLoserCore, "a pending combinator keeps its inputs cancellable")
+        failing.resolver.reject(StepFailure(node: 1))
+        XCTAssertEqual(result?.promise.isRejected, true)
+        XCTAssertNil(weakLoser)
+        XCTAssertNil(weakLoserCore)
+    }
+
     func testLinkedChainsAreFreedAfterCancel() {
         weak var weakInner: Promise<Int>?
         weak var weakOuter: Promise<Int>?

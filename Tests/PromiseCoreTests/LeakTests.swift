@@ -138,6 +138,31 @@ final class LeakTests: XCTestCase {
         XCTAssertNil(weakAggregate)
     }
 
+    /// The aggregate is the handler of its inputs and keeps only their addresses: abandoned
+    /// inputs free it, and it keeps none of them alive.
+    func testWhenAndRaceOverAbandonedInputsAreFreedWithThem() {
+        weak var weakInput: Promise<Int>?
+        weak var weakWhen: Promise<[Int]>?
+        weak var weakResolved: Promise<[Result<Int>]>?
+        weak var weakRace: Promise<Int>?
+        _ = recordingLog {
+            let inputs = (0..<3).map { _ in Promise<Int>.pending() }
+            weakInput = inputs[0].promise
+            let all: Promise<[Int]> = when(fulfilled: inputs.map(\.promise) + [inputs[0].promise])
+            let resolved = when(resolved: inputs.map(\.promise))
+            let first = race(inputs.map(\.promise))
+            weakWhen = all
+            weakResolved = resolved.promise
+            weakRace = first
+            XCTAssertNotNil(weakWhen)
+            XCTAssertNotNil(weakResolved)
+        }
+        XCTAssertNil(weakInput)
+        XCTAssertNil(weakWhen)
+        XCTAssertNil(weakResolved)
+        XCTAssertNil(weakRace)
+    }
+
     func testDroppedPendingResolverLogsAndFreesThePromise() {
         weak var weakPromise: Promise<Int>?
         let events = recordingLog {

@@ -1,8 +1,7 @@
 // Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
 //   PromiseProfile <workload> [iterations]
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
-// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, serial_hop_kept,
-// base_queue_hops.
+// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops.
 
 import CancellablePromiseKit
 import Dispatch
@@ -117,19 +116,10 @@ case "cancel_chain_tail":
     precondition(head.promise.isRejected && tail.promise.isRejected)
     consume(resolver)
 case "serial_hop":
-    // A chain of `map(on: queue)` links on one serial queue: each link hops once.
-    let queue = DispatchQueue(label: "serial_hop")
-    let (head, resolver) = Promise<Int>.pending()
-    var tail = head
-    for _ in 0..<iterations { tail = tail.map(on: queue) { $0 &+ 1 } }
-    let finished = DispatchSemaphore(value: 0)
-    tail.pipe { _ in finished.signal() }
-    resolver.fulfill(0)
-    finished.wait()
-    precondition(tail.value == iterations)
-case "serial_hop_kept":
-    // `serial_hop` as the benchmark row runs it: the links are kept until the end, so none is
-    // freed while the chain runs.
+    // A chain of `map(on: queue)` links on one serial queue, each hopping once, as the
+    // benchmark row runs it: the links are kept until the end, so none is freed while the chain
+    // runs. Profile the hops alone with `--collect-atstart=no
+    // --toggle-collect=_dispatch_call_block_and_release`.
     let queue = DispatchQueue(label: "serial_hop")
     let (head, resolver) = Promise<Int>.pending()
     var links: [Promise<Int>] = []
@@ -146,7 +136,7 @@ case "serial_hop_kept":
     precondition(tail.value == iterations)
     consume(links)
 case "base_queue_hops":
-    // The baseline of `serial_hop_kept`: blocks on one serial queue, each enqueuing the next.
+    // The baseline of `serial_hop`: blocks on one serial queue, each enqueuing the next.
     let queue = DispatchQueue(label: "base_queue_hops")
     let finished = DispatchSemaphore(value: 0)
     hop(iterations, on: queue, done: finished)
