@@ -16,6 +16,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"),
+                "HopWorkloads",
             ],
             path: "Benchmarks/PromiseBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -23,8 +24,14 @@ let package = Package(
         // A plain driver of the hot paths, for `valgrind --tool=callgrind` (see Benchmarks/README.md).
         .executableTarget(
             name: "PromiseProfile",
-            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit")],
+            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"), "HopWorkloads"],
             path: "Sources/PromiseProfile"
+        ),
+        // The queue-hop workloads both of the above run.
+        .target(
+            name: "HopWorkloads",
+            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit")],
+            path: "Sources/HopWorkloads"
         ),
     ],
     swiftLanguageModes: [.v6]

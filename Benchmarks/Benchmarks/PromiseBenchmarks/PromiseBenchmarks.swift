@@ -8,6 +8,7 @@
 import Benchmark
 import CancellablePromiseKit
 import Dispatch
+import HopWorkloads
 
 #if canImport(Glibc)
 import Glibc
@@ -97,18 +98,6 @@ final class LockedClosures {
         let taken = closures
         closures = []
         return taken
-    }
-}
-
-/// `remaining` blocks on `queue` one after the other, each enqueuing the next; the last one
-/// signals `done`.
-func hop(_ remaining: Int, on queue: DispatchQueue, done: DispatchSemaphore) {
-    queue.async {
-        if remaining > 1 {
-            hop(remaining - 1, on: queue, done: done)
-        } else {
-            done.signal()
-        }
     }
 }
 
@@ -289,21 +278,11 @@ let benchmarks: @Sendable () -> Void = {
     // after it (so they are not freed while it runs); the time is the run, from fulfilling the
     // head to the tail's handler.
     Benchmark("core_hop_serial_map_chain", configuration: configuration(seconds: 2)) { benchmark in
-        let (head, resolver) = Promise<Int>.pending()
-        var links: [Promise<Int>] = []
-        links.reserveCapacity(hopChainLength)
-        var tail = head
-        for _ in 0..<hopChainLength {
-            tail = tail.map(on: hopQueue) { $0 &+ 1 }
-            links.append(tail)
-        }
-        let finished = DispatchSemaphore(value: 0)
-        tail.pipe { _ in finished.signal() }
+        let chain = SerialHopChain(length: hopChainLength, on: hopQueue)
         benchmark.startMeasurement()
-        resolver.fulfill(0)
-        finished.wait()
+        chain.run()
         benchmark.stopMeasurement()
-        precondition(tail.value == hopChainLength && links.allSatisfy { $0.isFulfilled })
+        precondition(chain.isComplete)
     }
 
     // MARK: Memory (allocated bytes of objects kept pending; the table reports bytes/op)

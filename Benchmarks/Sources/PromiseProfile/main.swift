@@ -5,6 +5,7 @@
 
 import CancellablePromiseKit
 import Dispatch
+import HopWorkloads
 
 conf.logHandler = { _ in }
 
@@ -65,17 +66,6 @@ var sink = 0
     }
 }
 
-/// One block on `queue` enqueuing the next, `remaining` times (the benchmark's baseline hop).
-func hop(_ remaining: Int, on queue: DispatchQueue, done: DispatchSemaphore) {
-    queue.async {
-        if remaining > 1 {
-            hop(remaining - 1, on: queue, done: done)
-        } else {
-            done.signal()
-        }
-    }
-}
-
 switch workload {
 case "create_fulfil":
     createAndFulfil(iterations)
@@ -117,29 +107,15 @@ case "cancel_chain_tail":
     consume(resolver)
 case "serial_hop":
     // A chain of `map(on: queue)` links on one serial queue, each hopping once, as the
-    // benchmark row runs it: the links are kept until the end, so none is freed while the chain
-    // runs. Profile the hops alone with `--collect-atstart=no
-    // --toggle-collect=_dispatch_call_block_and_release`.
-    let queue = DispatchQueue(label: "serial_hop")
-    let (head, resolver) = Promise<Int>.pending()
-    var links: [Promise<Int>] = []
-    links.reserveCapacity(iterations)
-    var tail = head
-    for _ in 0..<iterations {
-        tail = tail.map(on: queue) { $0 &+ 1 }
-        links.append(tail)
-    }
-    let finished = DispatchSemaphore(value: 0)
-    tail.pipe { _ in finished.signal() }
-    resolver.fulfill(0)
-    finished.wait()
-    precondition(tail.value == iterations)
-    consume(links)
+    // benchmark row runs it (links kept, so none is freed while it runs). Profile the hops alone
+    // with `--collect-atstart=no --toggle-collect=_dispatch_call_block_and_release`.
+    let chain = SerialHopChain(length: iterations, on: DispatchQueue(label: "serial_hop"))
+    chain.run()
+    precondition(chain.isComplete)
 case "base_queue_hops":
     // The baseline of `serial_hop`: blocks on one serial queue, each enqueuing the next.
-    let queue = DispatchQueue(label: "base_queue_hops")
     let finished = DispatchSemaphore(value: 0)
-    hop(iterations, on: queue, done: finished)
+    hop(iterations, on: DispatchQueue(label: "base_queue_hops"), done: finished)
     finished.wait()
 case "race_autocancel":
     let inputs = (0..<iterations).map { _ in CancellablePromise<Int>.pending() }
