@@ -68,12 +68,12 @@ extension Result {
 /// Where a step's body runs when the step hops: a queue, with the flags of its `async` if any.
 /// One word in the step (the flags, rarely given, live in an object of their own), where a
 /// queue and optional flags stored side by side take three.
-@usableFromInline enum StepQueue {
+enum StepQueue {
     case plain(DispatchQueue)
     case withFlags(QueueWithFlags)
 
     /// `queue`, with `flags` if any; `nil` for no queue (the body runs synchronously).
-    @usableFromInline init?(_ queue: DispatchQueue?, flags: DispatchWorkItemFlags?) {
+    init?(_ queue: DispatchQueue?, flags: DispatchWorkItemFlags?) {
         guard let queue else { return nil }
         if let flags {
             self = .withFlags(QueueWithFlags(queue: queue, flags: flags))
@@ -84,11 +84,11 @@ extension Result {
 }
 
 /// A queue and the flags of the steps' `async` on it (see `StepQueue`).
-@usableFromInline final class QueueWithFlags {
+final class QueueWithFlags {
     let queue: DispatchQueue
     let flags: DispatchWorkItemFlags
 
-    @usableFromInline init(queue: DispatchQueue, flags: DispatchWorkItemFlags) {
+    init(queue: DispatchQueue, flags: DispatchWorkItemFlags) {
         self.queue = queue
         self.flags = flags
     }
