@@ -6,6 +6,9 @@
 
 /// A promise fed by several inputs, each handled by the aggregate itself.
 protocol AggregateSink: PromiseHandler, Sendable {
+    /// Whether the aggregate needs its inputs' positions (`register`); `race` does not.
+    static var needsPositions: Bool { get }
+
     /// Records that `input` is the input at `index`. Called for every input, in order, before
     /// the aggregate is added to any of them: no handler call can run meanwhile, so this needs
     /// no lock.
@@ -44,8 +47,10 @@ private func connect<T>(_ sink: any AggregateSink, toPromises inputs: [Promise<T
                 fromByteOffset: index * MemoryLayout<UnsafeRawPointer>.stride, as: UnsafeRawPointer.self)
             Unmanaged<Promise<T>>.fromOpaque(reference)._withUnsafeGuaranteedRef(body)
         }
-        for index in buffer.indices {
-            withInput(at: index) { sink.register($0, at: index) }
+        if type(of: sink).needsPositions {
+            for index in buffer.indices {
+                withInput(at: index) { sink.register($0, at: index) }
+            }
         }
         for index in buffer.indices {
             withInput(at: index) { $0.addHandlerAndDrain(sink) }

@@ -20,6 +20,8 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
         super.init(pending: ())
     }
 
+    static var needsPositions: Bool { false }
+
     func register(_ input: AnyObject, at index: Int) {}
 
     func handle(settled source: AnyObject) -> ReleasedHandlers {

@@ -48,6 +48,8 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         positions?.deallocate()
     }
 
+    static var needsPositions: Bool { true }
+
     func register(_ input: AnyObject, at index: Int) {
         positions?.insert(input, at: index)
     }
@@ -121,6 +123,8 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
     deinit {
         positions?.deallocate()
     }
+
+    static var needsPositions: Bool { true }
 
     func register(_ input: AnyObject, at index: Int) {
         positions?.insert(input, at: index)
