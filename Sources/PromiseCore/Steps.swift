@@ -126,26 +126,29 @@ extension Promise {
 
 // MARK: - The steps
 
-/// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
-@usableFromInline final class MapStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
-    // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body,
-    // and `hopSource` is set before the hop is queued and taken by the queued block.
-    @exclusivity(unchecked) private var transform: ((T) throws -> U)?
+/// What `MapStep` and `ThenStep` share: a body that acts on a fulfilled value, on `queue` if
+/// there is one (hopping there with the settled source kept in `hopSource`), while a rejection
+/// passes through without a hop. The subclasses provide the body (`run`) and drop it
+/// (`dropBody`) when a rejection passes through; they are called through the class's table, with
+/// no protocol witness.
+@usableFromInline class ValueStep<T, U>: Promise<U>, @unchecked Sendable {
+    // @unchecked: restates Promise's; `hopSource` is set before the hop is queued and taken by
+    // the queued block.
     private let queue: StepQueue?
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
 
-    @usableFromInline
-    init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
-        self.transform = transform
+    init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?) {
         self.queue = StepQueue(queue, flags: flags)
         super.init(pending: ())
     }
 
-    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
+    /// Passes a rejection of `source` through, or runs the body for its value (after a hop to
+    /// the queue, if any).
+    @inline(__always) final func handleSource(_ source: AnyObject) -> ReleasedHandlers {
         let source = unsafeDowncast(source, to: Promise<T>.self)
         if let error = source.settledError {
-            transform = nil
+            dropBody()
             return settle(rejected: error)
         }
         guard let queue else { return run(source.settledValue) }
@@ -153,13 +156,39 @@ extension Promise {
         return queueHop(self, on: queue)
     }
 
-    override func runQueuedHop() -> ReleasedHandlers {
+    override final func runQueuedHop() -> ReleasedHandlers {
         let source = hopSource!
         hopSource = nil
         return run(source.settledValue)
     }
 
-    private func run(_ value: T) -> ReleasedHandlers {
+    /// Runs the body for `value` and settles this promise (or waits) accordingly.
+    func run(_ value: T) -> ReleasedHandlers {
+        preconditionFailure("ValueStep.run: a subclass runs its body")
+    }
+
+    /// Releases the body, which will not run.
+    func dropBody() {}
+}
+
+/// `map` and `done`: transforms a fulfilled value; a rejection passes through without a hop.
+@usableFromInline final class MapStep<T, U>: ValueStep<T, U>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `transform` is taken once, by the thread that runs the body.
+    @exclusivity(unchecked) private var transform: ((T) throws -> U)?
+
+    @usableFromInline
+    init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, transform: @escaping (T) throws -> U) {
+        self.transform = transform
+        super.init(queue: queue, flags: flags)
+    }
+
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
+        handleSource(source)
+    }
+
+    override func dropBody() { transform = nil }
+
+    override func run(_ value: T) -> ReleasedHandlers {
         let transform = self.transform!
         self.transform = nil
         if let instead = releasedInsteadOfBody() { return instead }
@@ -172,13 +201,9 @@ extension Promise {
 }
 
 /// `then`: runs a body returning a promise, then settles as that promise does.
-@usableFromInline final class ThenStep<T, R: Thenable>: Promise<R.T>, PromiseStep, @unchecked Sendable {
-    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
-    // `hopSource` is set before the hop is queued and taken by the queued block.
+@usableFromInline final class ThenStep<T, R: Thenable>: ValueStep<T, R.T>, PromiseStep, @unchecked Sendable {
+    // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it.
     @exclusivity(unchecked) private var body: ((T) throws -> R)?
-    private let queue: StepQueue?
-    /// The settled source, from queueing the hop until the queued body reads it.
-    @exclusivity(unchecked) private var hopSource: Promise<T>?
     /// Set once the body has returned a promise and the step waits for it: the next call to
     /// `handle(settled:)` comes from that promise.
     @exclusivity(unchecked) private var awaitsReturnedPromise = false
@@ -186,31 +211,19 @@ extension Promise {
     @usableFromInline
     init(queue: DispatchQueue?, flags: DispatchWorkItemFlags?, body: @escaping (T) throws -> R) {
         self.body = body
-        self.queue = StepQueue(queue, flags: flags)
-        super.init(pending: ())
+        super.init(queue: queue, flags: flags)
     }
 
     @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<R.T>.self))
         }
-        let source = unsafeDowncast(source, to: Promise<T>.self)
-        if let error = source.settledError {
-            body = nil
-            return settle(rejected: error)
-        }
-        guard let queue else { return run(source.settledValue) }
-        hopSource = source
-        return queueHop(self, on: queue)
+        return handleSource(source)
     }
 
-    override func runQueuedHop() -> ReleasedHandlers {
-        let source = hopSource!
-        hopSource = nil
-        return run(source.settledValue)
-    }
+    override func dropBody() { body = nil }
 
-    private func run(_ value: T) -> ReleasedHandlers {
+    override func run(_ value: T) -> ReleasedHandlers {
         let body = self.body!
         self.body = nil
         if let instead = releasedInsteadOfBody() { return instead }
