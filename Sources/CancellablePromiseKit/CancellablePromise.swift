@@ -69,6 +69,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// The cancel function is called at most once, synchronously on the thread that calls
     /// `cancel()`, and only if the promise is still pending then; it is released once the
     /// promise settles.
+    @inlinable
     public convenience init(resolver body: (Resolver<T>) throws -> (() -> Void)) {
         let (promise, resolver) = Promise<T>.pending()
         var cancel: (() -> Void)?
@@ -126,16 +127,19 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
     /// default). Cancelling it rejects it; `bridge` itself is not affected.
+    @inlinable
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
         self.init(member: bridge.asPromise().mirror(), context: cancelContext ?? CancelContext(), cancel: nil)
     }
 
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
+    @inlinable
     public convenience init(error: Error) {
         self.init(member: Promise(error: error), context: CancelContext(), cancel: nil)
     }
 
     /// A cancellable promise fulfilled with `value` (cancelling it does nothing).
+    @inlinable
     public static func value(_ value: T) -> CancellablePromise<T> {
         CancellablePromise(member: .value(value), context: CancelContext(), cancel: nil)
     }

@@ -12,6 +12,10 @@
     /// `true` while pending; takes the promise's lock.
     var isPendingLocked: Bool { get }
 
+    /// The task attached by the promise's producer, while it is pending (see
+    /// `Promise.attachCancellation(_:)`).
+    var attachedCancellation: PromiseCancellation? { get }
+
     /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
     func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
 }

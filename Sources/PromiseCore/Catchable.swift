@@ -11,7 +11,7 @@ extension CatchMixin {
     /// cancellation errors are skipped; pass `.allErrors` to see them. The returned finalizer
     /// runs `finally` once the chain has ended either way.
     @discardableResult
-    public func `catch`(
+    @inlinable public func `catch`(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -29,7 +29,7 @@ extension CatchMixin {
     /// Handles a rejection by returning a promise to continue with; `body` runs on `on`.
     ///
     /// With the default policy a cancellation error is not recovered and passes through.
-    public func recover<U: Thenable>(
+    @inlinable public func recover<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -46,7 +46,7 @@ extension CatchMixin {
     /// Handles every rejection, cancellation included, with a guarantee: the result cannot
     /// reject.
     @discardableResult
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Guarantee<T>
@@ -60,7 +60,7 @@ extension CatchMixin {
 
     /// Runs `body` on `on` once settled, whatever the result (cancellation included), and
     /// passes the result on.
-    public func ensure(
+    @inlinable public func ensure(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
@@ -72,7 +72,7 @@ extension CatchMixin {
     }
 
     /// Like `ensure`, but waits for the guarantee `body` returns before passing the result on.
-    public func ensureThen(
+    @inlinable public func ensureThen(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
@@ -85,7 +85,7 @@ extension CatchMixin {
     /// Ends the chain, logging any error except cancellation through `conf.logHandler`
     /// (`LogEvent.cauterized`).
     @discardableResult
-    public func cauterize() -> PMKFinalizer {
+    @inlinable public func cauterize() -> PMKFinalizer {
         self.catch(on: nil) { conf.logHandler(.cauterized($0)) }
     }
 }
@@ -93,7 +93,7 @@ extension CatchMixin {
 extension CatchMixin where T == Void {
     /// Handles every rejection with a non-throwing body: the result cannot reject.
     @discardableResult
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
@@ -106,7 +106,7 @@ extension CatchMixin where T == Void {
     }
 
     /// Handles a rejection with a throwing body; a throw rejects with the new error.
-    public func recover(
+    @inlinable public func recover(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
@@ -125,14 +125,14 @@ extension CatchMixin where T == Void {
 /// The end of a chain, returned by `catch` and `cauterize`.
 public class PMKFinalizer: @unchecked Sendable {
     // @unchecked: a class that is not final cannot be checked; it holds only a `let` promise.
-    package let promise: Promise<Void>
+    @usableFromInline package let promise: Promise<Void>
 
-    package init(_ promise: Promise<Void>) {
+    @usableFromInline package init(_ promise: Promise<Void>) {
         self.promise = promise
     }
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
-    public func finally(
+    @inlinable public func finally(
         on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void
     ) {
         _ = promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in

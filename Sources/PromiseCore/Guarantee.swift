@@ -7,14 +7,14 @@ import Dispatch
 /// (`asCancellable()`) rejects itself while the guarantee stays pending.
 public final class Guarantee<T>: Thenable, Sendable {
     /// The promise holding the state; never rejected.
-    package let promise: Promise<T>
+    @usableFromInline package let promise: Promise<T>
 
-    package init(promise: Promise<T>) {
+    @usableFromInline package init(promise: Promise<T>) {
         self.promise = promise
     }
 
     /// Returns a resolved guarantee.
-    public static func value(_ value: T) -> Guarantee<T> {
+    @inlinable public static func value(_ value: T) -> Guarantee<T> {
         Guarantee(promise: .value(value))
     }
 
@@ -35,15 +35,15 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Calls `to` once with the result (always `.fulfilled`).
-    public func pipe(to: @escaping (Result<T>) -> Void) {
+    @inlinable public func pipe(to: @escaping (Result<T>) -> Void) {
         promise.pipe(to: to)
     }
 
     /// The result, or `nil` while pending.
-    public var result: Result<T>? { promise.result }
+    @inlinable public var result: Result<T>? { promise.result }
 
     /// The underlying promise (never rejected).
-    public func asPromise() -> Promise<T> { promise }
+    @inlinable public func asPromise() -> Promise<T> { promise }
 
     /// Blocks until resolved and returns the value. Every call made on the main thread logs
     /// `LogEvent.waitOnMainThread` first, even when the guarantee has already resolved. Never
@@ -57,7 +57,7 @@ public final class Guarantee<T>: Thenable, Sendable {
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`).
     @discardableResult
-    public func done(
+    @inlinable public func done(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) -> Void
@@ -66,7 +66,7 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Runs `body` with the value on `on` and passes the value on.
-    public func get(
+    @inlinable public func get(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) -> Void
@@ -75,7 +75,7 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Transforms the value on `on`.
-    public func map<U>(
+    @inlinable public func map<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) -> U
@@ -85,7 +85,7 @@ public final class Guarantee<T>: Thenable, Sendable {
 
     /// Runs `body` on `on` and settles as the guarantee it returns.
     @discardableResult
-    public func then<U>(
+    @inlinable public func then<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) -> Guarantee<U>
@@ -94,7 +94,7 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Discards the value.
-    public func asVoid() -> Guarantee<Void> {
+    @inlinable public func asVoid() -> Guarantee<Void> {
         map(on: nil) { _ in () }
     }
 }
@@ -115,7 +115,7 @@ extension Guarantee where T == Void {
     }
 
     /// A resolved `Guarantee<Void>`.
-    public static var value: Guarantee<Void> { Guarantee() }
+    @inlinable public static var value: Guarantee<Void> { Guarantee() }
 }
 
 extension Guarantee: CustomStringConvertible, CustomDebugStringConvertible {
@@ -144,7 +144,7 @@ extension Guarantee: CustomStringConvertible, CustomDebugStringConvertible {
 
 extension Guarantee where T: Sequence {
     /// Maps every element.
-    public func mapValues<U>(
+    @inlinable public func mapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) -> U
@@ -153,7 +153,7 @@ extension Guarantee where T: Sequence {
     }
 
     /// Maps every element to a sequence and flattens.
-    public func flatMapValues<U: Sequence>(
+    @inlinable public func flatMapValues<U: Sequence>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) -> U
@@ -162,7 +162,7 @@ extension Guarantee where T: Sequence {
     }
 
     /// Maps every element, dropping `nil`s.
-    public func compactMapValues<U>(
+    @inlinable public func compactMapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) -> U?
@@ -171,7 +171,7 @@ extension Guarantee where T: Sequence {
     }
 
     /// Maps every element to a guarantee and waits for all.
-    public func thenMap<U>(
+    @inlinable public func thenMap<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) -> Guarantee<U>
@@ -181,7 +181,7 @@ extension Guarantee where T: Sequence {
 
     /// Maps every element to a thenable of a sequence, waits for all and flattens. A guarantee
     /// cannot reject: a rejected input leaves the result pending and is logged as cauterized.
-    public func thenFlatMap<U: Thenable>(
+    @inlinable public func thenFlatMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) -> U
@@ -194,7 +194,7 @@ extension Guarantee where T: Sequence {
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
-    public func filterValues(
+    @inlinable public func filterValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
@@ -203,7 +203,7 @@ extension Guarantee where T: Sequence {
     }
 
     /// The elements sorted by `areInIncreasingOrder`.
-    public func sortedValues(
+    @inlinable public func sortedValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ areInIncreasingOrder: @escaping (T.Iterator.Element, T.Iterator.Element) -> Bool
@@ -214,7 +214,7 @@ extension Guarantee where T: Sequence {
 
 extension Guarantee where T: Sequence, T.Iterator.Element: Comparable {
     /// The elements, sorted.
-    public func sortedValues(
+    @inlinable public func sortedValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> Guarantee<[T.Iterator.Element]> {

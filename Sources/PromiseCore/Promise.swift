@@ -82,7 +82,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     ///
     /// Handlers of `bridge` are not involved: the new promise settles as `bridge` does,
     /// synchronously on the thread that resolves it.
-    public convenience init<U: Thenable>(_ bridge: U) where U.T == T {
+    @inlinable public convenience init<U: Thenable>(_ bridge: U) where U.T == T {
         self.init(pending: ())
         drain(bridge.asPromise().relay(to: self))
     }
@@ -90,7 +90,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Creates a pending promise and calls `body` with its resolver, at once, on this thread.
     ///
     /// If `body` throws, the promise is rejected with the error.
-    public convenience init(resolver body: (Resolver<T>) throws -> Void) {
+    @inlinable public convenience init(resolver body: (Resolver<T>) throws -> Void) {
         self.init(pending: ())
         let resolver = Resolver(self)
         do {
@@ -106,7 +106,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Returns a pending promise, without a resolver (the caller settles it with `resolve`).
-    package static func makePending() -> Promise<T> {
+    @inlinable package static func makePending() -> Promise<T> {
         Promise(pending: ())
     }
 
@@ -322,7 +322,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Settles the promise and runs the released handlers.
     @inline(__always)
-    package final func resolve(_ result: Result<T>) {
+    @usableFromInline package final func resolve(_ result: Result<T>) {
         drain(settle(result))
     }
 
@@ -372,7 +372,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Makes `target` settle as this promise does. Returns what settling released, when this
     /// promise was already settled.
-    package final func relay(to target: Promise<T>) -> ReleasedHandlers {
+    @usableFromInline package final func relay(to target: Promise<T>) -> ReleasedHandlers {
         addHandler(Relay<T>(target))
     }
 
@@ -454,7 +454,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// The task attached by this promise's producer, while it is pending.
-    package final var attachedCancellation: PromiseCancellation? {
+    @usableFromInline package final var attachedCancellation: PromiseCancellation? {
         lock()
         let a = attachment
         unlock()

@@ -5,7 +5,7 @@
 /// A task attached to a promise by the code that produced it (a timer, a network request, a
 /// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
 /// Attached with `Promise.attachCancellation(_:)`, read back with `Promise.attachedCancellation`.
-package final class PromiseCancellation: PromiseAttachment, Sendable {
+@usableFromInline package final class PromiseCancellation: PromiseAttachment, Sendable {
     private let body: @Sendable () -> Void
 
     /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
@@ -15,5 +15,5 @@ package final class PromiseCancellation: PromiseAttachment, Sendable {
 
     package func cancel() { body() }
 
-    package func promiseDidSettle() {}
+    @usableFromInline package func promiseDidSettle() {}
 }

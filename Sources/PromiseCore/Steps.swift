@@ -34,7 +34,7 @@ extension PromiseStep {
 /// The body is called for every result; for the others it runs none of the caller's code (it
 /// passes a rejection on past `map`, for instance), synchronously on the settling thread, and
 /// it does so even once the step's chain is cancelled.
-package enum HopRule {
+@usableFromInline package enum HopRule {
     /// For no result: the body runs synchronously whatever the result.
     case never
     /// For every result (`ensure`, `tap`, `finally`).
@@ -242,7 +242,7 @@ extension Promise {
 }
 
 /// What a general step does with its source's result.
-package enum StepOutcome<U> {
+@usableFromInline package enum StepOutcome<U> {
     /// Settle with this result.
     case result(Result<U>)
     /// Wait for this promise and settle as it does.
@@ -252,7 +252,7 @@ package enum StepOutcome<U> {
 /// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
 /// the step hops for it, and decides this promise's outcome.
-package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+@usableFromInline package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
     @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
@@ -267,7 +267,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
 
-    package init(
+    @usableFromInline package init(
         queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
@@ -281,7 +281,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
         super.init(pending: ())
     }
 
-    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+    @usableFromInline package func handle(settled source: AnyObject) -> ReleasedHandlers {
         if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
@@ -322,7 +322,7 @@ package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Senda
 
 extension Promise {
     /// Adds a general step to this promise and returns it.
-    package final func generalStep<U>(
+    @inlinable package final func generalStep<U>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,

@@ -23,7 +23,7 @@ public protocol Thenable: AnyObject {
 
 extension Thenable {
     /// Bridges through `pipe(to:)`: a new promise that settles as this thenable does.
-    public func asPromise() -> Promise<T> {
+    @inlinable public func asPromise() -> Promise<T> {
         let promise = Promise<T>(pending: ())
         pipe { promise.resolve($0) }
         return promise
@@ -65,7 +65,7 @@ extension Thenable {
     }
 
     /// Like `map`, but a `nil` result rejects with `PMKError.compactMap`.
-    public func compactMap<U>(
+    @inlinable public func compactMap<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
@@ -95,7 +95,7 @@ extension Thenable {
     }
 
     /// Runs `body` with the fulfilled value, on `on`, and passes the value on. A throw rejects.
-    public func get(
+    @inlinable public func get(
         on: DispatchQueue? = conf.Q.return,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
@@ -107,7 +107,7 @@ extension Thenable {
     }
 
     /// Runs `body` with the result, whatever it is, on `on`, and passes the result on.
-    public func tap(
+    @inlinable public func tap(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
@@ -119,7 +119,7 @@ extension Thenable {
     }
 
     /// Discards the value: a `Promise<Void>` that settles when this does. No queue hop.
-    public func asVoid() -> Promise<Void> {
+    @inlinable public func asVoid() -> Promise<Void> {
         map(on: nil) { _ in () }
     }
 }
@@ -128,31 +128,31 @@ extension Thenable {
 
 extension Thenable {
     /// The error, if rejected.
-    public var error: Error? {
+    @inlinable public var error: Error? {
         if case .rejected(let error)? = result { return error }
         return nil
     }
 
     /// `true` while not settled.
-    public var isPending: Bool { result == nil }
+    @inlinable public var isPending: Bool { result == nil }
 
     /// `true` once settled.
-    public var isResolved: Bool { result != nil }
+    @inlinable public var isResolved: Bool { result != nil }
 
     /// `true` if fulfilled.
-    public var isFulfilled: Bool {
+    @inlinable public var isFulfilled: Bool {
         if case .fulfilled? = result { return true }
         return false
     }
 
     /// `true` if rejected.
-    public var isRejected: Bool {
+    @inlinable public var isRejected: Bool {
         if case .rejected? = result { return true }
         return false
     }
 
     /// The value, if fulfilled.
-    public var value: T? {
+    @inlinable public var value: T? {
         if case .fulfilled(let value)? = result { return value }
         return nil
     }
@@ -162,7 +162,7 @@ extension Thenable {
 
 extension Thenable where T: Sequence {
     /// Maps every element of the fulfilled sequence.
-    public func mapValues<U>(
+    @inlinable public func mapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -171,7 +171,7 @@ extension Thenable where T: Sequence {
     }
 
     /// Maps every element to a sequence and flattens.
-    public func flatMapValues<U: Sequence>(
+    @inlinable public func flatMapValues<U: Sequence>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -184,7 +184,7 @@ extension Thenable where T: Sequence {
     }
 
     /// Maps every element, dropping `nil`s.
-    public func compactMapValues<U>(
+    @inlinable public func compactMapValues<U>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
@@ -193,7 +193,7 @@ extension Thenable where T: Sequence {
     }
 
     /// Maps every element to a promise and waits for all of them (`when(fulfilled:)`).
-    public func thenMap<U: Thenable>(
+    @inlinable public func thenMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -202,7 +202,7 @@ extension Thenable where T: Sequence {
     }
 
     /// Maps every element to a promise of a sequence, waits for all and flattens.
-    public func thenFlatMap<U: Thenable>(
+    @inlinable public func thenFlatMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
@@ -213,7 +213,7 @@ extension Thenable where T: Sequence {
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
-    public func filterValues(
+    @inlinable public func filterValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
@@ -224,7 +224,7 @@ extension Thenable where T: Sequence {
 
 extension Thenable where T: Collection {
     /// The first element; rejects with `PMKError.emptySequence` if there is none.
-    public var firstValue: Promise<T.Iterator.Element> {
+    @inlinable public var firstValue: Promise<T.Iterator.Element> {
         map(on: nil) { collection in
             guard let first = collection.first else { throw PMKError.emptySequence }
             return first
@@ -232,7 +232,7 @@ extension Thenable where T: Collection {
     }
 
     /// The first element passing `test`; rejects with `PMKError.emptySequence` if none does.
-    public func firstValue(
+    @inlinable public func firstValue(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
@@ -244,7 +244,7 @@ extension Thenable where T: Collection {
     }
 
     /// The last element; rejects with `PMKError.emptySequence` if there is none.
-    public var lastValue: Promise<T.Iterator.Element> {
+    @inlinable public var lastValue: Promise<T.Iterator.Element> {
         map(on: nil) { collection in
             guard let last = Array(collection).last else { throw PMKError.emptySequence }
             return last
@@ -254,7 +254,7 @@ extension Thenable where T: Collection {
 
 extension Thenable where T: Sequence, T.Iterator.Element: Comparable {
     /// The elements, sorted.
-    public func sortedValues(
+    @inlinable public func sortedValues(
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> Promise<[T.Iterator.Element]> {

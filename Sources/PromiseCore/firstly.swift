@@ -4,7 +4,7 @@
 /// ```swift
 /// firstly { login() }.then { fetch(avatar: $0.user) }.done { … }
 /// ```
-public func firstly<U: Thenable>(execute body: () throws -> U) -> Promise<U.T> {
+@inlinable public func firstly<U: Thenable>(execute body: () throws -> U) -> Promise<U.T> {
     do {
         return try body().asPromise()
     } catch {
@@ -13,6 +13,6 @@ public func firstly<U: Thenable>(execute body: () throws -> U) -> Promise<U.T> {
 }
 
 /// Runs `body` at once and returns the guarantee it returns.
-public func firstly<T>(execute body: () -> Guarantee<T>) -> Guarantee<T> {
+@inlinable public func firstly<T>(execute body: () -> Guarantee<T>) -> Guarantee<T> {
     body()
 }

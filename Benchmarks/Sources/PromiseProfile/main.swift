@@ -1,7 +1,9 @@
 // Runs one hot path in a loop, for `valgrind --tool=callgrind` (release build):
 //   PromiseProfile <workload> [iterations]
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
-// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops.
+// cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops,
+// core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
+// cancel_resolver_cancel, bridge_cancel, base_task_cancel.
 
 import CancellablePromiseKit
 import Dispatch
@@ -121,6 +123,69 @@ case "race_autocancel":
     let inputs = (0..<iterations).map { _ in CancellablePromise<Int>.pending() }
     let winner = raceAndFulfilFirst(inputs)
     precondition(winner.value == 7)
+case "cancel_then_chain", "cancel_then_cancellable_chain":
+    // Cancellable `then` links, per link: the body returns a plain promise, or a cancellable
+    // one (which the step links to its chain).
+    let (head, resolver) = CancellablePromise<Int>.pending()
+    var tail = head
+    if workload == "cancel_then_chain" {
+        for _ in 0..<iterations { tail = tail.then(on: nil) { Promise.value($0 &+ 1) } }
+    } else {
+        for _ in 0..<iterations { tail = tail.then(on: nil) { CancellablePromise.value($0 &+ 1) } }
+    }
+    resolver.fulfill(1)
+    precondition(tail.value == iterations &+ 1)
+case "core_operators":
+    // The operators built on the general step, one of each, on a promise made with a resolver.
+    for i in 0..<iterations {
+        let promise = Promise<Int> { $0.fulfill(i) }
+        promise.get(on: nil) { sink &+= $0 }.tap(on: nil) { _ in }.compactMap(on: nil) { $0 }
+            .recover(on: nil) { _ in Promise.value(0) }.ensure(on: nil) {}.asVoid().catch(on: nil) { _ in }
+    }
+case "race_when_two":
+    // `race` and `when` over two promises, the common size.
+    for _ in 0..<iterations {
+        let (a, ra) = Promise<Int>.pending()
+        let (b, _) = Promise<Int>.pending()
+        let r = race(a, b)
+        let w = when(fulfilled: a, b)
+        ra.fulfill(1)
+        consume(r)
+        consume(w)
+    }
+case "cancel_resolver_cancel":
+    // `CancellablePromise(resolver:)` made and cancelled.
+    for _ in 0..<iterations {
+        let promise = CancellablePromise<Int> { resolver in { resolver.reject(CancellablePromiseError.cancelled) } }
+        promise.cancel()
+        precondition(promise.promise.isRejected)
+    }
+case "bridge_cancel", "base_task_cancel":
+    // `CancellablePromise { try await … }` made and cancelled, or (the baseline) a `Task` made
+    // and cancelled; each waits for its task's end before the next.
+    let bridge = workload == "bridge_cancel"
+    let all = DispatchSemaphore(value: 0)
+    Task.detached {
+        for _ in 0..<iterations {
+            let end = DispatchSemaphore(value: 0)
+            if bridge {
+                let promise = CancellablePromise<Void> {
+                    defer { end.signal() }
+                    try await Task.sleep(nanoseconds: 60_000_000_000)
+                }
+                promise.cancel()
+            } else {
+                let task = Task {
+                    defer { end.signal() }
+                    try await Task.sleep(nanoseconds: 60_000_000_000)
+                }
+                task.cancel()
+            }
+            end.wait()
+        }
+        all.signal()
+    }
+    all.wait()
 default:
     fatalError("unknown workload \(workload)")
 }
