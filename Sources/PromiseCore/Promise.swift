@@ -246,13 +246,13 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// The error of a promise known to be settled (`nil` if it was fulfilled), read without the
     /// lock; same rule as `settledResult`.
-    @inline(__always) package final var settledError: (any Error)? {
+    @inline(__always) @usableFromInline package final var settledError: (any Error)? {
         storedError
     }
 
     /// The value of a promise known to be fulfilled, read without the lock; same rule as
     /// `settledResult`.
-    @inline(__always) package final var settledValue: T {
+    @inline(__always) @usableFromInline package final var settledValue: T {
         valuePointer.pointee
     }
 

@@ -47,21 +47,13 @@ extension PromiseStep {
     /// Whether the step hops to its queue for an outcome with `error` (`nil` for a fulfilment),
     /// its body acting on it. Decided from the error alone, so no `Result` needs building.
     @inline(__always)
-    package func hops(settledError error: (any Error)?) -> Bool {
+    @inlinable package func hops(settledError error: (any Error)?) -> Bool {
         switch self {
         case .never: return false
         case .always: return true
         case .fulfilled: return error == nil
         case .rejected(let policy): return error.map(policy.catches) ?? false
         }
-    }
-}
-
-extension Result {
-    /// The error, if rejected.
-    fileprivate var rejectionError: (any Error)? {
-        if case .rejected(let error) = self { return error }
-        return nil
     }
 }
 
@@ -115,7 +107,7 @@ func queueHop<U>(_ step: Promise<U>, on queue: StepQueue) -> ReleasedHandlers {
 extension Promise {
     /// What a step does instead of starting its body, or `nil` if the body may start (see
     /// `bodyStart`): nothing once the step has settled, or reject with its attachment's error.
-    @inline(__always) final func releasedInsteadOfBody() -> ReleasedHandlers? {
+    @inline(__always) @usableFromInline final func releasedInsteadOfBody() -> ReleasedHandlers? {
         switch bodyStart {
         case .start: return nil
         case .settled: return ReleasedHandlers.none
@@ -252,18 +244,26 @@ extension Promise {
 /// The general step behind the less frequent operators (`recover`, `ensure`, `tap`, `get`,
 /// `compactMap`, `catch`…): `body` receives the source's result, on `queue` when `hop` says
 /// the step hops for it, and decides this promise's outcome.
+///
+/// The class's own methods are compiled once for all `T` and `U`, and code that builds or takes
+/// apart a `Result<T>` or a `StepOutcome<U>` there looks up that type's metadata at run time
+/// (about 330 instructions a lookup, three per step). So the part that does, `runGeneralStep`,
+/// is inlinable and reached through `runner`, a reference to its specialization made by
+/// `generalStep` in the caller's module; the class itself handles only references.
 @usableFromInline package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
-    @exclusivity(unchecked) private var body: ((Result<T>) throws -> StepOutcome<U>)?
+    @usableFromInline @exclusivity(unchecked) var body: ((Result<T>) throws -> StepOutcome<U>)?
+    /// `runGeneralStep` for `T` and `U`: runs `body` for a settled source.
+    private let runner: (GeneralStep<T, U>, Promise<T>) -> ReleasedHandlers
     private let queue: StepQueue?
-    private let hop: HopRule
+    @usableFromInline let hop: HopRule
     /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
     /// settled by a cancellation; other steps do not start then.
-    private let isObserver: Bool
+    @usableFromInline let isObserver: Bool
     /// Set once the body has returned `.settleAs` and the step waits for that promise: the next
     /// call to `handle(settled:)` comes from it.
-    @exclusivity(unchecked) private var awaitsReturnedPromise = false
+    @usableFromInline @exclusivity(unchecked) var awaitsReturnedPromise = false
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
 
@@ -272,9 +272,11 @@ extension Promise {
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
         isObserver: Bool,
-        body: @escaping (Result<T>) throws -> StepOutcome<U>
+        body: @escaping (Result<T>) throws -> StepOutcome<U>,
+        runner: @escaping (GeneralStep<T, U>, Promise<T>) -> ReleasedHandlers
     ) {
         self.body = body
+        self.runner = runner
         self.queue = StepQueue(queue, flags: flags)
         self.hop = hop
         self.isObserver = isObserver
@@ -286,7 +288,7 @@ extension Promise {
             return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
         let settled = unsafeDowncast(source, to: Promise<T>.self)
-        guard let queue, hop.hops(settledError: settled.settledError) else { return run(settled.settledResult) }
+        guard let queue, hop.hops(settledError: settled.settledError) else { return runner(self, settled) }
         hopSource = settled
         return queueHop(self, on: queue)
     }
@@ -294,29 +296,37 @@ extension Promise {
     override func runQueuedHop() -> ReleasedHandlers {
         let source = hopSource!
         hopSource = nil
-        return run(source.settledResult)
+        return runner(self, source)
     }
+}
 
-    private func run(_ result: Result<T>) -> ReleasedHandlers {
-        let body = self.body!
-        self.body = nil
-        // A body that runs none of the caller's code for this result runs even once the chain
-        // is cancelled.
-        if !isObserver, hop.hops(settledError: result.rejectionError), let instead = releasedInsteadOfBody() {
-            return instead
+/// Runs `step`'s body for its settled `source` (see `GeneralStep`): inlinable, so that the
+/// caller's specialization builds the `Result<T>` and takes the `StepOutcome<U>` apart with
+/// their metadata from static caches.
+@inlinable
+func runGeneralStep<T, U>(_ step: GeneralStep<T, U>, _ source: Promise<T>) -> ReleasedHandlers {
+    let body = step.body!
+    step.body = nil
+    let error = source.settledError
+    // A body that runs none of the caller's code for this result runs even once the chain is
+    // cancelled.
+    if !step.isObserver, step.hop.hops(settledError: error), let instead = step.releasedInsteadOfBody() {
+        return instead
+    }
+    let result: Result<T> = if let error { .rejected(error) } else { .fulfilled(source.settledValue) }
+    do {
+        switch try body(result) {
+        case .result(.fulfilled(let value)):
+            return step.settle(fulfilled: value)
+        case .result(.rejected(let error)):
+            return step.settle(rejected: error)
+        case .settleAs(let promise):
+            if promise === step { return step.settle(rejected: PMKError.returnedSelf) }
+            step.awaitsReturnedPromise = true
+            return promise.addHandler(step)
         }
-        do {
-            switch try body(result) {
-            case .result(let outcome):
-                return settle(outcome)
-            case .settleAs(let promise):
-                if promise === self { return settle(rejected: PMKError.returnedSelf) }
-                awaitsReturnedPromise = true
-                return promise.addHandler(self)
-            }
-        } catch {
-            return settle(rejected: error)
-        }
+    } catch {
+        return step.settle(rejected: error)
     }
 }
 
@@ -330,7 +340,8 @@ extension Promise {
         attachment: (any PromiseAttachment)? = nil,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
-        let step = GeneralStep<T, U>(queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body)
+        let step = GeneralStep<T, U>(
+            queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body, runner: runGeneralStep)
         if let attachment { step.initializeAttachment(attachment) }
         addHandlerAndDrain(step)
         return step
