@@ -16,6 +16,25 @@ func registerCancellationBenchmarks() {
         }
     }
 
+    // The same with the task made by `CancellablePromise(resolver:)`.
+    Benchmark("cancel_resolver_cancel", configuration: configuration()) { _ in
+        for _ in 0..<batch {
+            let promise = CancellablePromise<Int> { resolver in { resolver.reject(CancellablePromiseError.cancelled) } }
+            promise.cancel()
+            precondition(promise.promise.isRejected)
+        }
+    }
+
+    // A 1,000-link cancellable `then` chain, each body returning a cancellable promise (linked
+    // to the chain while it waits on it), resolved.
+    Benchmark("cancel_then_chain", configuration: configuration()) { _ in
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        var tail = head
+        for _ in 0..<chainLength { tail = tail.then(on: nil) { CancellablePromise.value($0 &+ 1) } }
+        resolver.fulfill(0)
+        precondition(tail.value == chainLength)
+    }
+
     Benchmark("cancel_chain_tail", configuration: configuration()) { _ in
         let (head, resolver) = CancellablePromise<Int>.pending()
         var tail = head

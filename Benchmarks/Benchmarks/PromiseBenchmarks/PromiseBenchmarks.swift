@@ -231,6 +231,17 @@ let benchmarks: @Sendable () -> Void = {
         precondition(tail.value == chainLength)
     }
 
+    // The operators built on the general step, one of each, on a promise made with a resolver:
+    // a typical PromiseKit chain's tail.
+    Benchmark("core_general_ops", configuration: configuration()) { _ in
+        for i in 0..<batch {
+            let promise = Promise<Int> { $0.fulfill(i) }
+            let end = promise.get(on: nil) { blackHole($0) }.tap(on: nil) { _ in }.compactMap(on: nil) { $0 }
+                .recover(on: nil) { _ in Promise.value(0) }.ensure(on: nil) {}.asVoid().catch(on: nil) { _ in }
+            blackHole(end)
+        }
+    }
+
     Benchmark("core_when_resolved", configuration: configuration()) { benchmark in
         let inputs = (0..<batch).map { Promise.value($0) }
         benchmark.startMeasurement()
