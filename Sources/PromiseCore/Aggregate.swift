@@ -5,7 +5,7 @@
 // and `WhenResolved` in when.swift, `Race` in race.swift.
 
 /// A promise fed by several inputs, each handled by the aggregate itself.
-protocol AggregateSink: PromiseHandler, Sendable {
+@usableFromInline protocol AggregateSink: PromiseHandler, Sendable {
     /// Whether the aggregate needs its inputs' positions (`register`); `race` does not.
     static var needsPositions: Bool { get }
 
@@ -17,6 +17,7 @@ protocol AggregateSink: PromiseHandler, Sendable {
 
 /// Adds `sink` as the handler of every input (after registering them all); inputs already
 /// settled are delivered at once.
+@inlinable
 func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
     if U.self == Promise<U.T>.self {
         // The same type: the cast changes nothing but the static type.
@@ -38,7 +39,8 @@ func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
 /// (`_withUnsafeGuaranteedRef`), with no retain and release per input: sound because the
 /// caller's array keeps every element alive and nothing here changes it (and a `[Promise<T>]`
 /// stores one reference per element, which a test checks).
-private func connect<T>(_ sink: any AggregateSink, toPromises inputs: [Promise<T>]) {
+@inlinable
+func connect<T>(_ sink: any AggregateSink, toPromises inputs: [Promise<T>]) {
     inputs.withUnsafeBufferPointer { buffer in
         guard let base = buffer.baseAddress else { return }
         let references = UnsafeRawPointer(base)

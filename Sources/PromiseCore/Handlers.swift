@@ -29,11 +29,11 @@
 }
 
 extension PromiseHandler {
-    package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
+    @usableFromInline package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
         stack.removeLast()
     }
 
-    package static var isPromiseStep: Bool { false }
+    @usableFromInline package static var isPromiseStep: Bool { false }
 }
 
 // MARK: - The list of a pending promise

@@ -3,7 +3,7 @@
 
 /// `race`: settles with the first input to settle (or, for `race(fulfilled:)`, to fulfil). The
 /// handler of every input; which input settled it does not matter, so it needs no index.
-final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
+@usableFromInline final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     /// Rejections received, for `race(fulfilled:)`; guarded by the promise's lock.
     @exclusivity(unchecked) private var rejections = 0
@@ -13,18 +13,18 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
     /// settled holds nothing of its caller's.
     @exclusivity(unchecked) private var onWin: ((AnyObject) -> Void)?
 
-    init(count: Int, fulfilledOnly: Bool, onWin: ((AnyObject) -> Void)? = nil) {
+    @usableFromInline init(count: Int, fulfilledOnly: Bool, onWin: ((AnyObject) -> Void)? = nil) {
         self.count = count
         self.fulfilledOnly = fulfilledOnly
         self.onWin = onWin
         super.init(pending: ())
     }
 
-    static var needsPositions: Bool { false }
+    @usableFromInline static var needsPositions: Bool { false }
 
-    func register(_ input: AnyObject, at index: Int) {}
+    @usableFromInline func register(_ input: AnyObject, at index: Int) {}
 
-    func handle(settled source: AnyObject) -> ReleasedHandlers {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         let input = unsafeDowncast(source, to: Promise<T>.self)
         if fulfilledOnly, input.settledError != nil {
             lock()
@@ -50,6 +50,7 @@ final class Race<T>: Promise<T>, AggregateSink, @unchecked Sendable {
 
 /// The implementation of every `race` form: a `Race` connected to `inputs`, or, for an empty
 /// array, a promise rejected with `PMKError.badInput`.
+@inlinable
 func makeRace<U: Thenable>(_ inputs: [U], fulfilledOnly: Bool, onWin: ((AnyObject) -> Void)? = nil) -> Promise<U.T> {
     guard !inputs.isEmpty else { return Promise(error: PMKError.badInput) }
     let race = Race<U.T>(count: inputs.count, fulfilledOnly: fulfilledOnly, onWin: onWin)
@@ -59,12 +60,14 @@ func makeRace<U: Thenable>(_ inputs: [U], fulfilledOnly: Bool, onWin: ((AnyObjec
 
 /// Settles with the first thenable to settle, fulfilled or rejected; the others keep running.
 /// An empty array rejects with `PMKError.badInput`.
+@inlinable
 public func race<U: Thenable>(_ thenables: [U]) -> Promise<U.T> {
     makeRace(thenables, fulfilledOnly: false)
 }
 
 /// Settles with the first thenable to settle. Unlike PromiseKit, calling it with no arguments
 /// rejects with `PMKError.badInput` instead of never settling.
+@inlinable
 public func race<U: Thenable>(_ thenables: U...) -> Promise<U.T> {
     race(thenables)
 }
@@ -77,6 +80,7 @@ public func race<T>(_ first: Guarantee<T>, _ rest: Guarantee<T>...) -> Guarantee
 
 /// Fulfils with the first thenable to fulfil, skipping rejections; rejects with
 /// `PMKError.noWinner` if all reject, and with `PMKError.badInput` if the array is empty.
+@inlinable
 public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
     makeRace(thenables, fulfilledOnly: true)
 }
@@ -84,6 +88,7 @@ public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
 /// `race` over promises that reports the input that settled it: `onWin` runs once, with that
 /// promise (one of `promises`), on the settling thread, after the result is settled and before
 /// its handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
+@inlinable
 package func race<T>(
     reportingWinner promises: [Promise<T>],
     fulfilledOnly: Bool,

@@ -12,7 +12,7 @@ import Dispatch
 /// whether its value is stored, and each input's position is found in an `InputIndex`; the
 /// state is guarded by this promise's own lock, and the last value settles the promise under
 /// that same lock.
-final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
+@usableFromInline final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     // @unchecked: restates Promise's; its own state changes under its lock or on the settling thread.
     // Guarded by the promise's lock.
     @exclusivity(unchecked) private var remaining: Int
@@ -25,7 +25,7 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
     /// Taken (and released) by the thread that settles the aggregate.
     @exclusivity(unchecked) private var onReject: ((AnyObject) -> Void)?
 
-    init(count: Int, onReject: ((AnyObject) -> Void)? = nil) {
+    @usableFromInline init(count: Int, onReject: ((AnyObject) -> Void)? = nil) {
         self.count = count
         remaining = count
         values = .allocate(capacity: count)
@@ -48,13 +48,13 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
         positions?.deallocate()
     }
 
-    static var needsPositions: Bool { true }
+    @usableFromInline static var needsPositions: Bool { true }
 
-    func register(_ input: AnyObject, at index: Int) {
+    @usableFromInline func register(_ input: AnyObject, at index: Int) {
         positions?.insert(input, at: index)
     }
 
-    func handle(settled source: AnyObject) -> ReleasedHandlers {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         let input = unsafeDowncast(source, to: Promise<T>.self)
         if let error = input.settledError {
             lock()
@@ -106,14 +106,14 @@ final class WhenFulfilled<T>: Promise<[T]>, AggregateSink, @unchecked Sendable {
 
 /// `when(resolved:)`: fulfils with every result in order once all have settled. Its state is
 /// guarded by this promise's own lock, as `WhenFulfilled`'s.
-final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sendable {
+@usableFromInline final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sendable {
     // @unchecked: restates Promise's; its own state changes under its lock.
     @exclusivity(unchecked) private var results: [Result<T>?]
     @exclusivity(unchecked) private var remaining: Int
     /// Deallocated (and set to `nil`) when the promise settles.
     @exclusivity(unchecked) private var positions: InputIndex?
 
-    init(count: Int) {
+    @usableFromInline init(count: Int) {
         results = Array(repeating: nil, count: count)
         remaining = count
         positions = InputIndex(count: count)
@@ -124,13 +124,13 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
         positions?.deallocate()
     }
 
-    static var needsPositions: Bool { true }
+    @usableFromInline static var needsPositions: Bool { true }
 
-    func register(_ input: AnyObject, at index: Int) {
+    @usableFromInline func register(_ input: AnyObject, at index: Int) {
         positions?.insert(input, at: index)
     }
 
-    func handle(settled source: AnyObject) -> ReleasedHandlers {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         lock()
         guard !isSettled, let index = positions?.take(source) else {
@@ -159,6 +159,7 @@ final class WhenResolved<T>: Promise<[Result<T>]>, AggregateSink, @unchecked Sen
 /// as one rejects (the others keep running). An empty array fulfils with `[]`.
 ///
 /// No handler hop: the result settles on the thread that settles the last input.
+@inlinable
 public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
     whenAllFulfilled(thenables)
 }
@@ -167,6 +168,7 @@ public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
 /// overloads call it rather than each other: with `[Promise<Void>]` or `[Promise<Any>]`
 /// arguments, overload resolution picks the `Void` or `[any Thenable]` form again, which
 /// recursed forever. `onReject`: see `when(fulfilledReportingRejection:onReject:)`.
+@inlinable
 func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Void)? = nil) -> Promise<[U.T]> {
     guard !promises.isEmpty else { return .value([]) }
     let aggregate = WhenFulfilled<U.T>(count: promises.count, onReject: onReject)
@@ -177,6 +179,7 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Vo
 /// `when(fulfilled:)` over promises that reports the input whose rejection settled it:
 /// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
 /// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
+@inlinable
 package func when<T>(
     fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void
 ) -> Promise<[T]> {
@@ -196,21 +199,25 @@ public func when(fulfilled thenables: [any Thenable]) -> Promise<[Any]> {
 }
 
 /// Waits for every `Void` thenable to fulfil.
+@inlinable
 public func when<U: Thenable>(fulfilled promises: U...) -> Promise<Void> where U.T == Void {
     when(fulfilled: promises)
 }
 
 /// Waits for every `Void` thenable to fulfil.
+@inlinable
 public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.T == Void {
     whenAllFulfilled(promises).map(on: nil) { _ in () }
 }
 
 /// Waits for both to fulfil; rejects with the first rejection.
+@inlinable
 public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<(U.T, V.T)> {
     whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>]).map(on: nil) { _ in (pu.value!, pv.value!) }
 }
 
 /// Waits for all three to fulfil; rejects with the first rejection.
+@inlinable
 public func when<U: Thenable, V: Thenable, W: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W
 )
@@ -221,6 +228,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable>(
 }
 
 /// Waits for all four to fulfil; rejects with the first rejection.
+@inlinable
 public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X
 ) -> Promise<(U.T, V.T, W.T, X.T)> {
@@ -229,6 +237,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
 }
 
 /// Waits for all five to fulfil; rejects with the first rejection.
+@inlinable
 public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X, _ py: Y
 ) -> Promise<(U.T, V.T, W.T, X.T, Y.T)> {
@@ -255,12 +264,14 @@ public func when<It: IteratorProtocol>(
 }
 
 /// Waits for every promise to settle, and fulfils with their results in order. Never rejects.
+@inlinable
 public func when<T>(resolved promises: Promise<T>...) -> Guarantee<[Result<T>]> {
     when(resolved: promises)
 }
 
 /// Waits for every promise to settle, and fulfils with their results in order. Never rejects.
 /// An empty array fulfils with `[]`.
+@inlinable
 public func when<T>(resolved promises: [Promise<T>]) -> Guarantee<[Result<T>]> {
     guard !promises.isEmpty else { return .value([]) }
     let aggregate = WhenResolved<T>(count: promises.count)
@@ -381,31 +392,37 @@ private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable wh
 // MARK: - Guarantees
 
 /// Waits for every `Void` guarantee.
+@inlinable
 public func when(_ guarantees: Guarantee<Void>...) -> Guarantee<Void> {
     when(guarantees: guarantees)
 }
 
 /// Waits for every guarantee and returns their values in order.
+@inlinable
 public func when<T>(_ guarantees: Guarantee<T>...) -> Guarantee<[T]> {
     when(guarantees: guarantees)
 }
 
 /// Waits for every `Void` guarantee.
+@inlinable
 public func when(guarantees: [Guarantee<Void>]) -> Guarantee<Void> {
     when(guarantees: guarantees).map(on: nil) { (_: [Void]) in () }
 }
 
 /// Waits for every guarantee and returns their values in order. An empty array gives `[]`.
+@inlinable
 public func when<T>(guarantees: [Guarantee<T>]) -> Guarantee<[T]> {
     Guarantee(promise: whenAllFulfilled(guarantees.map { $0.promise }))
 }
 
 /// Waits for both guarantees.
+@inlinable
 public func when<U, V>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>) -> Guarantee<(U, V)> {
     when(guarantees: [gu.asVoid(), gv.asVoid()]).map(on: nil) { (gu.value!, gv.value!) }
 }
 
 /// Waits for all three guarantees.
+@inlinable
 public func when<U, V, W>(
     guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>
 )
@@ -415,6 +432,7 @@ public func when<U, V, W>(
 }
 
 /// Waits for all four guarantees.
+@inlinable
 public func when<U, V, W, X>(
     guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>
 ) -> Guarantee<(U, V, W, X)> {
@@ -423,6 +441,7 @@ public func when<U, V, W, X>(
 }
 
 /// Waits for all five guarantees.
+@inlinable
 public func when<U, V, W, X, Y>(
     guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>, _ gy: Guarantee<Y>
 ) -> Guarantee<(U, V, W, X, Y)> {
