@@ -6,18 +6,24 @@ import PromiseCore
 /// One input of a combinator with `autoCancel`: its promise (what the combinator reports as
 /// the input that settled it), the handle of its chain (so the combinator can cancel it while
 /// it is pending) and its place in that chain.
-struct CancelInput {
-    let promise: AnyObject
-    let context: CancelContext
-    let entry: CancelEntry
+@usableFromInline struct CancelInput {
+    @usableFromInline let promise: AnyObject
+    @usableFromInline let context: CancelContext
+    @usableFromInline let entry: CancelEntry
+
+    @usableFromInline init(promise: AnyObject, context: CancelContext, entry: CancelEntry) {
+        self.promise = promise
+        self.context = context
+        self.entry = entry
+    }
 }
 
 extension CancellablePromise {
-    var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, entry: entry) }
+    @inlinable var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, entry: entry) }
 
     /// This promise as an input that the combinator reports as `reported` (a promise made from
     /// this one, such as its `asVoid()`, given to the combinator in its place).
-    func cancelInput(reporting reported: AnyObject) -> CancelInput {
+    @inlinable func cancelInput(reporting reported: AnyObject) -> CancelInput {
         CancelInput(promise: reported, context: cancelContext, entry: entry)
     }
 }
@@ -26,10 +32,10 @@ extension CancellablePromise {
 /// combinator settles or is cancelled: one object for all of them, rather than a closure per
 /// input. A fire-and-forget `race(…, autoCancel: true)` still cancels its losers; once it has
 /// settled it holds nothing.
-final class AutoCancelInputs: Sendable {
+@usableFromInline final class AutoCancelInputs: Sendable {
     private let inputs: Locked<[CancelInput]?>
 
-    init(_ inputs: [CancelInput]) {
+    @usableFromInline init(_ inputs: [CancelInput]) {
         self.inputs = Locked(inputs)
     }
 
@@ -45,7 +51,7 @@ final class AutoCancelInputs: Sendable {
     /// on. A loser in a chain of its own has that chain cancelled; a loser that is a branch of
     /// the winner's chain is cancelled alone (its own promise, task and the chains it waits on),
     /// so the winner's chain is not marked cancelled.
-    func cancelLosers(winner winnerPromise: AnyObject) {
+    @usableFromInline func cancelLosers(winner winnerPromise: AnyObject) {
         guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
         for loser in inputs {
             guard loser.entry !== winner.entry, loser.promise !== winnerPromise else { continue }
@@ -55,7 +61,7 @@ final class AutoCancelInputs: Sendable {
     }
 
     /// Cancels every input still pending: the cancel closure of the combinator's result.
-    func cancelAll() {
+    @usableFromInline func cancelAll() {
         guard let inputs = take() else { return }
         for input in inputs { input.context.storage.cancel(ifListed: input.entry) }
     }
@@ -65,7 +71,7 @@ extension Array {
     /// `map`, reading the elements through the array's buffer. The combinators that call it are
     /// generic over the value type and not specialized for it: there, `map` reads each element
     /// through an accessor coroutine that allocates its frame, one allocation per input.
-    @inline(__always)
+    @inlinable @inline(__always)
     func mapThroughBuffer<U>(_ transform: (Element) -> U) -> [U] {
         withUnsafeBufferPointer { buffer in
             var result: [U] = []

@@ -14,27 +14,32 @@ import PromiseCore
 /// ```swift
 /// let fastest = race(mirrors.map { download(from: $0) }, autoCancel: true)
 /// ```
+@inlinable
 public func race<T>(_ promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: autoCancel)
 }
 
 /// Variadic form of ``race(_:autoCancel:)``.
+@inlinable
 public func race<T>(_ promises: CancellablePromise<T>..., autoCancel: Bool = false) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: autoCancel)
 }
 
 /// `race(_:autoCancel:)` without `autoCancel` (declared so that it is preferred over
 /// PromiseCore's `race` of plain thenables, which would return a non-cancellable `Promise`).
+@inlinable
 public func race<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: false)
 }
 
 /// Variadic `race(_:autoCancel:)` without `autoCancel`.
+@inlinable
 public func race<T>(_ promises: CancellablePromise<T>...) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: false, autoCancel: false)
 }
 
 /// ``race(fulfilled:autoCancel:)`` without `autoCancel`.
+@inlinable
 public func race<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: true, autoCancel: false)
 }
@@ -43,11 +48,13 @@ public func race<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellableP
 /// `PMKError.noWinner` if every input rejects, `PMKError.badInput` if there is none. With
 /// `autoCancel`, the others are cancelled once one fulfils, and cancelling the result cancels
 /// every input.
+@inlinable
 public func race<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<T> {
     race(promises, fulfilledOnly: true, autoCancel: autoCancel)
 }
 
-private func race<T>(
+@inlinable
+func race<T>(
     _ promises: [CancellablePromise<T>],
     fulfilledOnly: Bool,
     autoCancel: Bool

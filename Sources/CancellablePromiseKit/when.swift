@@ -10,6 +10,7 @@ import PromiseCore
 
 /// Waits for every input to fulfil and fulfils with their values in order; rejects with the
 /// first rejection. An empty array fulfils with `[]`. See above for `autoCancel`.
+@inlinable
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
     when(
         fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: promises.mapThroughBuffer { $0.cancelInput },
@@ -17,18 +18,21 @@ public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Boo
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
+@inlinable
 public func when(fulfilled promises: [CancellablePromise<Void>], autoCancel: Bool = false) -> CancellablePromise<Void> {
     let all: CancellablePromise<[Void]> = when(fulfilled: promises, autoCancel: autoCancel)
     return all.asVoid()
 }
 
 /// Variadic form for `Void` inputs.
+@inlinable
 public func when(fulfilled promises: CancellablePromise<Void>..., autoCancel: Bool = false) -> CancellablePromise<Void>
 {
     when(fulfilled: promises, autoCancel: autoCancel)
 }
 
 /// Waits for both inputs to fulfil.
+@inlinable
 public func when<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, autoCancel: Bool = false
 ) -> CancellablePromise<(U, V)> {
@@ -41,6 +45,7 @@ public func when<U, V>(
 }
 
 /// Waits for all three inputs to fulfil.
+@inlinable
 public func when<U, V, W>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     autoCancel: Bool = false
@@ -57,6 +62,7 @@ public func when<U, V, W>(
 }
 
 /// Waits for all four inputs to fulfil.
+@inlinable
 public func when<U, V, W, X>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>, autoCancel: Bool = false
@@ -75,6 +81,7 @@ public func when<U, V, W, X>(
 }
 
 /// Waits for all five inputs to fulfil.
+@inlinable
 public func when<U, V, W, X, Y>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>, _ py: CancellablePromise<Y>, autoCancel: Bool = false
@@ -99,26 +106,31 @@ public func when<U, V, W, X, Y>(
 // argument is left out.
 
 /// `when(fulfilled:autoCancel:)` without `autoCancel`.
+@inlinable
 public func when<T>(fulfilled promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
     when(fulfilled: promises, autoCancel: false)
 }
 
 /// `when(fulfilled:autoCancel:)` for `Void` inputs, without `autoCancel`.
+@inlinable
 public func when(fulfilled promises: [CancellablePromise<Void>]) -> CancellablePromise<Void> {
     when(fulfilled: promises, autoCancel: false)
 }
 
 /// Variadic `Void` form without `autoCancel`.
+@inlinable
 public func when(fulfilled promises: CancellablePromise<Void>...) -> CancellablePromise<Void> {
     when(fulfilled: promises, autoCancel: false)
 }
 
 /// Two-input form without `autoCancel`.
+@inlinable
 public func when<U, V>(fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>) -> CancellablePromise<(U, V)> {
     when(fulfilled: pu, pv, autoCancel: false)
 }
 
 /// Three-input form without `autoCancel`.
+@inlinable
 public func when<U, V, W>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>
 ) -> CancellablePromise<(U, V, W)> {
@@ -126,6 +138,7 @@ public func when<U, V, W>(
 }
 
 /// Four-input form without `autoCancel`.
+@inlinable
 public func when<U, V, W, X>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>
@@ -134,6 +147,7 @@ public func when<U, V, W, X>(
 }
 
 /// Five-input form without `autoCancel`.
+@inlinable
 public func when<U, V, W, X, Y>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>, _ pw: CancellablePromise<W>,
     _ px: CancellablePromise<X>, _ py: CancellablePromise<Y>
@@ -142,18 +156,21 @@ public func when<U, V, W, X, Y>(
 }
 
 /// `when(resolved:autoCancel:)` without `autoCancel`.
+@inlinable
 public func when<T>(resolved promises: [CancellablePromise<T>]) -> CancellablePromise<[Result<T>]> {
     when(resolved: promises, autoCancel: false)
 }
 
 /// Variadic `when(resolved:autoCancel:)` without `autoCancel`.
+@inlinable
 public func when<T>(resolved promises: CancellablePromise<T>...) -> CancellablePromise<[Result<T>]> {
     when(resolved: promises, autoCancel: false)
 }
 
 /// `when(fulfilled:)` over the inputs' promises. With `autoCancel`, a rejection cancels the
 /// other inputs and cancelling the result cancels them all.
-private func when<T>(
+@inlinable
+func when<T>(
     fulfilled promises: [Promise<T>],
     inputs: [CancelInput],
     autoCancel: Bool
@@ -168,6 +185,7 @@ private func when<T>(
 
 /// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
 /// others running (what a `thenMap` step waits on).
+@inlinable
 func whenAll<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
     let all = PromiseCore.when(fulfilled: promises.mapThroughBuffer { $0.promise })
@@ -176,6 +194,7 @@ func whenAll<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> 
 
 /// Waits for every input to settle and fulfils with their results in order (it rejects only
 /// if cancelled). With `autoCancel`, cancelling the result cancels every input.
+@inlinable
 public func when<T>(
     resolved promises: [CancellablePromise<T>], autoCancel: Bool = false
 )
@@ -187,6 +206,7 @@ public func when<T>(
 }
 
 /// Variadic form of ``when(resolved:autoCancel:)``.
+@inlinable
 public func when<T>(
     resolved promises: CancellablePromise<T>..., autoCancel: Bool = false
 )

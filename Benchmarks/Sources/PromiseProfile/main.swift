@@ -3,7 +3,7 @@
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
 // cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops,
 // core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
-// cancel_resolver_cancel, bridge_cancel, base_task_cancel.
+// cancel_resolver_cancel, cancel_race_when_two, bridge_cancel, base_task_cancel.
 
 import CancellablePromiseKit
 import Dispatch
@@ -152,6 +152,18 @@ case "race_when_two":
         ra.fulfill(1)
         consume(r)
         consume(w)
+    }
+case "cancel_race_when_two":
+    // Cancellable `race` and `when` over two promises, without and with `autoCancel`.
+    for _ in 0..<iterations {
+        let (a, ra) = CancellablePromise<Int>.pending()
+        let (b, _) = CancellablePromise<Int>.pending()
+        let r = race(a, b)
+        let w = when(fulfilled: a, b)
+        let rc = race(a, b, autoCancel: true)
+        let wc = when(fulfilled: a, b, autoCancel: true)
+        ra.fulfill(1)
+        consume((r, w, rc, wc))
     }
 case "cancel_resolver_cancel":
     // `CancellablePromise(resolver:)` made and cancelled.
