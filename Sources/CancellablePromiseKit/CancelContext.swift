@@ -1040,7 +1040,7 @@ public final class CancelContext: Sendable {
     /// Makes this context and `other` one chain: afterwards cancelling either cancels both. If
     /// either was cancelled already, the joined chain is cancelled. Costs O(1) amortised: the
     /// chain with fewer pending promises is merged into the other.
-    func join(_ other: CancelContext) {
+    @usableFromInline func join(_ other: CancelContext) {
         storage.join(other.storage)
     }
 }

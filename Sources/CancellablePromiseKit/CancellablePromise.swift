@@ -281,6 +281,7 @@ extension Thenable {
     /// rejects this very promise. Otherwise cancelling rejects only the returned wrapper: the
     /// original promise stays pending and its work goes on. A `CancellablePromise` returns
     /// itself.
+    @inlinable
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         if let cancellable = self as? CancellablePromise<T> {
             if let cancelContext, cancelContext !== cancellable.cancelContext {
@@ -302,7 +303,7 @@ extension Thenable {
 
 extension Promise {
     /// A cancellable promise for this promise; see `cancellize()`.
-    public func asCancellable() -> CancellablePromise<T> {
+    @inlinable public func asCancellable() -> CancellablePromise<T> {
         cancellize()
     }
 }
@@ -311,6 +312,7 @@ extension Guarantee {
     /// A cancellable promise for this guarantee. Cancelling rejects the returned promise; the
     /// guarantee cannot reject, so it stays pending, but an attached task (the timer of
     /// `after`) is stopped.
+    @inlinable
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         let task = promise.attachedCancellation
         return CancellablePromise(
@@ -318,13 +320,14 @@ extension Guarantee {
     }
 
     /// A cancellable promise for this guarantee; see `cancellize()`.
-    public func asCancellable() -> CancellablePromise<T> {
+    @inlinable public func asCancellable() -> CancellablePromise<T> {
         cancellize()
     }
 }
 
 /// Starts a cancellable chain from `thenable`: the same as `thenable.cancellize(cancelContext:)`
 /// (the global-function spelling of PromiseKit 7's first cancellation API).
+@inlinable
 public func cancellable<U: Thenable>(_ thenable: U, cancelContext: CancelContext? = nil) -> CancellablePromise<U.T> {
     thenable.cancellize(cancelContext: cancelContext)
 }

@@ -5,6 +5,7 @@ import PromiseCore
 /// ```swift
 /// firstly { login().cancellize() }.then { fetch(avatar: $0.user).cancellize() }
 /// ```
+@inlinable
 public func firstly<T>(execute body: () throws -> CancellablePromise<T>) -> CancellablePromise<T> {
     do {
         return try body()

@@ -13,7 +13,7 @@
         self.body = body
     }
 
-    package func cancel() { body() }
+    @usableFromInline package func cancel() { body() }
 
     @usableFromInline package func promiseDidSettle() {}
 }

@@ -3,7 +3,7 @@
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
 // cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops,
 // core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
-// cancel_resolver_cancel, cancel_race_when_two, bridge_cancel, base_task_cancel.
+// cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel.
 
 import CancellablePromiseKit
 import Dispatch
@@ -164,6 +164,15 @@ case "cancel_race_when_two":
         let wc = when(fulfilled: a, b, autoCancel: true)
         ra.fulfill(1)
         consume((r, w, rc, wc))
+    }
+case "cancellize_cancel":
+    // A plain promise made cancellable with `cancellize()`, then cancelled.
+    for _ in 0..<iterations {
+        let (promise, resolver) = Promise<Int>.pending()
+        let cancellable = promise.cancellize()
+        cancellable.cancel()
+        resolver.fulfill(1)
+        consume(cancellable)
     }
 case "cancel_resolver_cancel":
     // `CancellablePromise(resolver:)` made and cancelled.
