@@ -53,6 +53,32 @@ func registerCancellationBenchmarks() {
         blackHole(resolver)
     }
 
+    // Cancellable `race` and `when` over two inputs, both fulfilled.
+    Benchmark("cancel_race_when_two", configuration: configuration()) { _ in
+        for i in 0..<batch {
+            let (a, ra) = CancellablePromise<Int>.pending()
+            let (b, rb) = CancellablePromise<Int>.pending()
+            let first = race(a, b)
+            let both = when(fulfilled: a, b)
+            ra.fulfill(i)
+            rb.fulfill(i)
+            precondition(first.value == i && both.value?.1 == i)
+        }
+    }
+
+    // The same with `autoCancel: true`: the first input fulfils, the race cancels the other,
+    // whose cancellation rejects the `when`.
+    Benchmark("cancel_race_when_two_autocancel", configuration: configuration()) { _ in
+        for i in 0..<batch {
+            let (a, ra) = CancellablePromise<Int>.pending()
+            let (b, _) = CancellablePromise<Int>.pending()
+            let first = race(a, b, autoCancel: true)
+            let both = when(fulfilled: a, b, autoCancel: true)
+            ra.fulfill(i)
+            precondition(first.value == i && b.isCancelled && both.isRejected)
+        }
+    }
+
     // race(autoCancel: true) and when(fulfilled:autoCancel: true) over 1,000 pending inputs
     // (the small size of the scaling rows; see Scaling.swift).
     Benchmark("cancel_race_autocancel", configuration: configuration()) { benchmark in

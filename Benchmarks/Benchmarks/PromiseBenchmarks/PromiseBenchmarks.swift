@@ -270,6 +270,19 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     }
 
+    // `race` and `when` at the size most code uses them: two inputs, both fulfilled.
+    Benchmark("core_race_when_two", configuration: configuration()) { _ in
+        for i in 0..<batch {
+            let (a, ra) = Promise<Int>.pending()
+            let (b, rb) = Promise<Int>.pending()
+            let first = race(a, b)
+            let both = when(fulfilled: a, b)
+            ra.fulfill(i)
+            rb.fulfill(i)
+            precondition(first.value == i && both.value?.1 == i)
+        }
+    }
+
     Benchmark("core_hop_global_chain", configuration: configuration(seconds: 2)) { _ in
         let (head, resolver) = Promise<Int>.pending()
         var tail = head

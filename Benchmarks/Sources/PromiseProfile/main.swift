@@ -154,16 +154,21 @@ case "race_when_two":
         consume(w)
     }
 case "cancel_race_when_two":
-    // Cancellable `race` and `when` over two promises, without and with `autoCancel`.
-    for _ in 0..<iterations {
+    // Cancellable `race` and `when` over two promises, then the same with `autoCancel` (as the
+    // benchmark rows `cancel_race_when_two` and `cancel_race_when_two_autocancel`).
+    for i in 0..<iterations {
         let (a, ra) = CancellablePromise<Int>.pending()
-        let (b, _) = CancellablePromise<Int>.pending()
-        let r = race(a, b)
-        let w = when(fulfilled: a, b)
-        let rc = race(a, b, autoCancel: true)
-        let wc = when(fulfilled: a, b, autoCancel: true)
-        ra.fulfill(1)
-        consume((r, w, rc, wc))
+        let (b, rb) = CancellablePromise<Int>.pending()
+        let first = race(a, b)
+        let both = when(fulfilled: a, b)
+        ra.fulfill(i)
+        rb.fulfill(i)
+        let (c, rc) = CancellablePromise<Int>.pending()
+        let (d, _) = CancellablePromise<Int>.pending()
+        let firstCancelling = race(c, d, autoCancel: true)
+        let bothCancelling = when(fulfilled: c, d, autoCancel: true)
+        rc.fulfill(i)
+        consume((first, both, firstCancelling, bothCancelling))
     }
 case "cancellize_cancel":
     // A plain promise made cancellable with `cancellize()`, then cancelled.
