@@ -95,14 +95,18 @@ struct InputIndex {
         }
         mask = size - 1
         shift = UInt(UInt.bitWidth) - bits
-        slots = .allocate(capacity: size)
+        // One allocation: the slots, then `next` (both word-aligned).
+        let slotBytes = size * MemoryLayout<Slot>.stride
+        let buffer = UnsafeMutableRawPointer.allocate(
+            byteCount: slotBytes + count * MemoryLayout<Int>.stride,
+            alignment: max(MemoryLayout<Slot>.alignment, MemoryLayout<Int>.alignment))
+        slots = buffer.bindMemory(to: Slot.self, capacity: size)
         slots.initialize(repeating: Slot(key: 0, first: -1), count: size)
-        next = .allocate(capacity: count)
+        next = (buffer + slotBytes).bindMemory(to: Int.self, capacity: count)
     }
 
     func deallocate() {
-        slots.deallocate()
-        next.deallocate()
+        UnsafeMutableRawPointer(slots).deallocate()  // `next`'s storage too
     }
 
     /// An odd constant of well-mixed bits (its low half on 32-bit platforms).

@@ -17,7 +17,8 @@ import Dispatch
     // Guarded by the promise's lock.
     @exclusivity(unchecked) private var remaining: Int
     private let count: Int
-    /// `count` values, and `count` flags (1: the value at that index is stored).
+    /// `count` values, and `count` flags (1: the value at that index is stored), in one
+    /// allocation: the flags follow the values.
     private let values: UnsafeMutablePointer<T>
     private let stored: UnsafeMutablePointer<UInt8>
     /// Deallocated (and set to `nil`) when the promise settles.
@@ -28,8 +29,11 @@ import Dispatch
     @usableFromInline init(count: Int, onReject: ((AnyObject) -> Void)? = nil) {
         self.count = count
         remaining = count
-        values = .allocate(capacity: count)
-        stored = .allocate(capacity: count)
+        let valueBytes = count * MemoryLayout<T>.stride
+        let buffer = UnsafeMutableRawPointer.allocate(
+            byteCount: valueBytes + count, alignment: MemoryLayout<T>.alignment)
+        values = buffer.bindMemory(to: T.self, capacity: count)
+        stored = (buffer + valueBytes).bindMemory(to: UInt8.self, capacity: count)
         stored.initialize(repeating: 0, count: count)
         positions = InputIndex(count: count)
         self.onReject = onReject
@@ -43,8 +47,7 @@ import Dispatch
                 (values + index).deinitialize(count: 1)
             }
         }
-        values.deallocate()
-        stored.deallocate()
+        UnsafeMutableRawPointer(values).deallocate()  // the flags' storage too
         positions?.deallocate()
     }
 
