@@ -39,9 +39,8 @@ public func when<U, V>(
     let (puVoid, pvVoid) = (pu.promise.asVoid(), pv.promise.asVoid())
     return when(
         fulfilled: [puVoid, pvVoid],
-        inputs: [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid)], autoCancel: autoCancel
-    )
-    .map(on: nil) { [puCore = pu.promise, pvCore = pv.promise] _ in (puCore.value!, pvCore.value!) }
+        inputs: { [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid)] }, autoCancel: autoCancel
+    ) { [puCore = pu.promise, pvCore = pv.promise] in (puCore.value!, pvCore.value!) }
 }
 
 /// Waits for all three inputs to fulfil.
@@ -53,10 +52,10 @@ public func when<U, V, W>(
     let (puVoid, pvVoid, pwVoid) = (pu.promise.asVoid(), pv.promise.asVoid(), pw.promise.asVoid())
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid],
-        inputs: [
-            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
-        ], autoCancel: autoCancel
-    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in
+        inputs: {
+            [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid)]
+        }, autoCancel: autoCancel
+    ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] in
         (puCore.value!, pvCore.value!, pwCore.value!)
     }
 }
@@ -71,11 +70,13 @@ public func when<U, V, W, X>(
     let pxVoid = px.promise.asVoid()
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid, pxVoid],
-        inputs: [
-            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
-            px.cancelInput(reporting: pxVoid),
-        ], autoCancel: autoCancel
-    ).map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in
+        inputs: {
+            [
+                pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid),
+                pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid),
+            ]
+        }, autoCancel: autoCancel
+    ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] in
         (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
     }
 }
@@ -90,13 +91,14 @@ public func when<U, V, W, X, Y>(
     let (pxVoid, pyVoid) = (px.promise.asVoid(), py.promise.asVoid())
     return when(
         fulfilled: [puVoid, pvVoid, pwVoid, pxVoid, pyVoid],
-        inputs: [
-            pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid),
-            px.cancelInput(reporting: pxVoid), py.cancelInput(reporting: pyVoid),
-        ],
+        inputs: {
+            [
+                pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid),
+                pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid), py.cancelInput(reporting: pyVoid),
+            ]
+        },
         autoCancel: autoCancel
-    ).map(on: nil) {
-        [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] _ in
+    ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] in
         (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!)
     }
 }
@@ -181,6 +183,26 @@ func when<T>(
     let inputs = AutoCancelInputs(inputs)
     let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
     return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
+}
+
+/// The tuple forms: `when(fulfilled:)` over the inputs' `asVoid()` promises, then `combine`
+/// (which reads the inputs' values) on the core promise, wrapped once: one wrapper, where
+/// mapping the wrapped array would make a second. `inputs` is only built with `autoCancel`.
+@inlinable
+func when<T, R>(
+    fulfilled promises: [Promise<T>],
+    inputs: () -> [CancelInput],
+    autoCancel: Bool,
+    combine: @escaping () -> R
+) -> CancellablePromise<R> {
+    guard autoCancel else {
+        let all = PromiseCore.when(fulfilled: promises).map(on: nil) { _ in combine() }
+        return CancellablePromise(member: all, context: CancelContext(), cancel: nil)
+    }
+    let inputs = AutoCancelInputs(inputs())
+    let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
+    return CancellablePromise(
+        member: all.map(on: nil) { _ in combine() }, context: CancelContext(), cancel: inputs.cancelAll)
 }
 
 /// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
