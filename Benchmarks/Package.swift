@@ -16,7 +16,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"),
-                "HopWorkloads",
+                "SharedWorkloads",
             ],
             path: "Benchmarks/PromiseBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -24,14 +24,14 @@ let package = Package(
         // A plain driver of the hot paths, for `valgrind --tool=callgrind` (see Benchmarks/README.md).
         .executableTarget(
             name: "PromiseProfile",
-            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"), "HopWorkloads"],
+            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"), "SharedWorkloads"],
             path: "Sources/PromiseProfile"
         ),
-        // The queue-hop workloads both of the above run.
+        // The workloads both of the above run: queue hops, race and when over two inputs.
         .target(
-            name: "HopWorkloads",
+            name: "SharedWorkloads",
             dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit")],
-            path: "Sources/HopWorkloads"
+            path: "Sources/SharedWorkloads"
         ),
     ],
     swiftLanguageModes: [.v6]

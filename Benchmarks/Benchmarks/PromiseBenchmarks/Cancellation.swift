@@ -3,6 +3,7 @@
 
 import Benchmark
 import CancellablePromiseKit
+import SharedWorkloads
 
 func registerCancellationBenchmarks() {
     // A task wrapped with its cancel closure, then cancelled: the closure rejects the task's own
@@ -53,30 +54,14 @@ func registerCancellationBenchmarks() {
         blackHole(resolver)
     }
 
-    // Cancellable `race` and `when` over two inputs, both fulfilled.
+    // Cancellable `race` and `when` over two inputs, both fulfilled; then with `autoCancel`,
+    // where the race cancels the loser and its cancellation rejects the `when`.
     Benchmark("cancel_race_when_two", configuration: configuration()) { _ in
-        for i in 0..<batch {
-            let (a, ra) = CancellablePromise<Int>.pending()
-            let (b, rb) = CancellablePromise<Int>.pending()
-            let first = race(a, b)
-            let both = when(fulfilled: a, b)
-            ra.fulfill(i)
-            rb.fulfill(i)
-            precondition(first.value == i && both.value?.1 == i)
-        }
+        for i in 0..<batch { cancellableRaceAndWhenOverTwo(i) }
     }
 
-    // The same with `autoCancel: true`: the first input fulfils, the race cancels the other,
-    // whose cancellation rejects the `when`.
     Benchmark("cancel_race_when_two_autocancel", configuration: configuration()) { _ in
-        for i in 0..<batch {
-            let (a, ra) = CancellablePromise<Int>.pending()
-            let (b, _) = CancellablePromise<Int>.pending()
-            let first = race(a, b, autoCancel: true)
-            let both = when(fulfilled: a, b, autoCancel: true)
-            ra.fulfill(i)
-            precondition(first.value == i && b.isCancelled && both.isRejected)
-        }
+        for i in 0..<batch { cancellableRaceAndWhenOverTwoAutoCancel(i) }
     }
 
     // race(autoCancel: true) and when(fulfilled:autoCancel: true) over 1,000 pending inputs

@@ -8,7 +8,7 @@
 import Benchmark
 import CancellablePromiseKit
 import Dispatch
-import HopWorkloads
+import SharedWorkloads
 
 #if canImport(Glibc)
 import Glibc
@@ -272,15 +272,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // `race` and `when` at the size most code uses them: two inputs, both fulfilled.
     Benchmark("core_race_when_two", configuration: configuration()) { _ in
-        for i in 0..<batch {
-            let (a, ra) = Promise<Int>.pending()
-            let (b, rb) = Promise<Int>.pending()
-            let first = race(a, b)
-            let both = when(fulfilled: a, b)
-            ra.fulfill(i)
-            rb.fulfill(i)
-            precondition(first.value == i && both.value?.1 == i)
-        }
+        for i in 0..<batch { raceAndWhenOverTwo(i) }
     }
 
     Benchmark("core_hop_global_chain", configuration: configuration(seconds: 2)) { _ in

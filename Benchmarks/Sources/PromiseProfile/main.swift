@@ -7,7 +7,7 @@
 
 import CancellablePromiseKit
 import Dispatch
-import HopWorkloads
+import SharedWorkloads
 
 conf.logHandler = { _ in }
 
@@ -144,31 +144,13 @@ case "core_operators":
     }
 case "race_when_two":
     // `race` and `when` over two promises, the common size.
-    for _ in 0..<iterations {
-        let (a, ra) = Promise<Int>.pending()
-        let (b, _) = Promise<Int>.pending()
-        let r = race(a, b)
-        let w = when(fulfilled: a, b)
-        ra.fulfill(1)
-        consume(r)
-        consume(w)
-    }
+    for i in 0..<iterations { raceAndWhenOverTwo(i) }
 case "cancel_race_when_two":
-    // Cancellable `race` and `when` over two promises, then the same with `autoCancel` (as the
+    // Cancellable `race` and `when` over two promises, then the same with `autoCancel` (the
     // benchmark rows `cancel_race_when_two` and `cancel_race_when_two_autocancel`).
     for i in 0..<iterations {
-        let (a, ra) = CancellablePromise<Int>.pending()
-        let (b, rb) = CancellablePromise<Int>.pending()
-        let first = race(a, b)
-        let both = when(fulfilled: a, b)
-        ra.fulfill(i)
-        rb.fulfill(i)
-        let (c, rc) = CancellablePromise<Int>.pending()
-        let (d, _) = CancellablePromise<Int>.pending()
-        let firstCancelling = race(c, d, autoCancel: true)
-        let bothCancelling = when(fulfilled: c, d, autoCancel: true)
-        rc.fulfill(i)
-        consume((first, both, firstCancelling, bothCancelling))
+        cancellableRaceAndWhenOverTwo(i)
+        cancellableRaceAndWhenOverTwoAutoCancel(i)
     }
 case "cancellize_cancel":
     // A plain promise made cancellable with `cancellize()`, then cancelled.
