@@ -24,7 +24,10 @@ let package = Package(
         // A plain driver of the hot paths, for `valgrind --tool=callgrind` (see Benchmarks/README.md).
         .executableTarget(
             name: "PromiseProfile",
-            dependencies: [.product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"), "SharedWorkloads"],
+            dependencies: [
+                .product(name: "CancellablePromiseKit", package: "CancellablePromiseKit"),
+                "SharedWorkloads",
+            ],
             path: "Sources/PromiseProfile"
         ),
         // The workloads both of the above run: queue hops, race and when over two inputs.

@@ -13,15 +13,18 @@ import PromiseCore
 @inlinable
 public func when<T>(fulfilled promises: [CancellablePromise<T>], autoCancel: Bool = false) -> CancellablePromise<[T]> {
     when(
-        fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: promises.mapThroughBuffer { $0.cancelInput },
-        autoCancel: autoCancel)
+        fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: { promises.mapThroughBuffer { $0.cancelInput } },
+        autoCancel: autoCancel
+    ) { $0 }
 }
 
 /// Waits for every `Void` input to fulfil. See ``when(fulfilled:autoCancel:)``.
 @inlinable
 public func when(fulfilled promises: [CancellablePromise<Void>], autoCancel: Bool = false) -> CancellablePromise<Void> {
-    let all: CancellablePromise<[Void]> = when(fulfilled: promises, autoCancel: autoCancel)
-    return all.asVoid()
+    when(
+        fulfilled: promises.mapThroughBuffer { $0.promise }, inputs: { promises.mapThroughBuffer { $0.cancelInput } },
+        autoCancel: autoCancel
+    ) { $0.asVoid() }
 }
 
 /// Variadic form for `Void` inputs.
@@ -40,7 +43,7 @@ public func when<U, V>(
     return when(
         fulfilled: [puVoid, pvVoid],
         inputs: { [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid)] }, autoCancel: autoCancel
-    ) { [puCore = pu.promise, pvCore = pv.promise] in (puCore.value!, pvCore.value!) }
+    ) { $0.map(on: nil) { [puCore = pu.promise, pvCore = pv.promise] _ in (puCore.value!, pvCore.value!) } }
 }
 
 /// Waits for all three inputs to fulfil.
@@ -55,8 +58,10 @@ public func when<U, V, W>(
         inputs: {
             [pu.cancelInput(reporting: puVoid), pv.cancelInput(reporting: pvVoid), pw.cancelInput(reporting: pwVoid)]
         }, autoCancel: autoCancel
-    ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] in
-        (puCore.value!, pvCore.value!, pwCore.value!)
+    ) {
+        $0.map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise] _ in
+            (puCore.value!, pvCore.value!, pwCore.value!)
+        }
     }
 }
 
@@ -76,8 +81,10 @@ public func when<U, V, W, X>(
                 pw.cancelInput(reporting: pwVoid), px.cancelInput(reporting: pxVoid),
             ]
         }, autoCancel: autoCancel
-    ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] in
-        (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
+    ) {
+        $0.map(on: nil) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise] _ in
+            (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!)
+        }
     }
 }
 
@@ -99,7 +106,7 @@ public func when<U, V, W, X, Y>(
         },
         autoCancel: autoCancel
     ) { [puCore = pu.promise, pvCore = pv.promise, pwCore = pw.promise, pxCore = px.promise, pyCore = py.promise] in
-        (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!)
+        $0.map(on: nil) { _ in (puCore.value!, pvCore.value!, pwCore.value!, pxCore.value!, pyCore.value!) }
     }
 }
 
@@ -169,40 +176,24 @@ public func when<T>(resolved promises: CancellablePromise<T>...) -> CancellableP
     when(resolved: promises, autoCancel: false)
 }
 
-/// `when(fulfilled:)` over the inputs' promises. With `autoCancel`, a rejection cancels the
-/// other inputs and cancelling the result cancels them all.
-@inlinable
-func when<T>(
-    fulfilled promises: [Promise<T>],
-    inputs: [CancelInput],
-    autoCancel: Bool
-) -> CancellablePromise<[T]> {
-    guard autoCancel else {
-        return CancellablePromise(member: PromiseCore.when(fulfilled: promises), context: CancelContext(), cancel: nil)
-    }
-    let inputs = AutoCancelInputs(inputs)
-    let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
-    return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
-}
-
-/// The tuple forms: `when(fulfilled:)` over the inputs' `asVoid()` promises, then `combine`
-/// (which reads the inputs' values) on the core promise, wrapped once: one wrapper, where
-/// mapping the wrapped array would make a second. `inputs` is only built with `autoCancel`.
+/// `when(fulfilled:)` over the inputs' promises, finished on the core promise (`finish`: the
+/// identity, `asVoid()`, or the tuple forms' combining of the inputs' values) and wrapped once.
+/// With `autoCancel`, a rejection cancels the other inputs and cancelling the result cancels
+/// them all; `inputs` is only built then.
 @inlinable
 func when<T, R>(
     fulfilled promises: [Promise<T>],
     inputs: () -> [CancelInput],
     autoCancel: Bool,
-    combine: @escaping () -> R
+    finish: (Promise<[T]>) -> Promise<R>
 ) -> CancellablePromise<R> {
     guard autoCancel else {
-        let all = PromiseCore.when(fulfilled: promises).map(on: nil) { _ in combine() }
-        return CancellablePromise(member: all, context: CancelContext(), cancel: nil)
+        return CancellablePromise(
+            member: finish(PromiseCore.when(fulfilled: promises)), context: CancelContext(), cancel: nil)
     }
     let inputs = AutoCancelInputs(inputs())
     let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
-    return CancellablePromise(
-        member: all.map(on: nil) { _ in combine() }, context: CancelContext(), cancel: inputs.cancelAll)
+    return CancellablePromise(member: finish(all), context: CancelContext(), cancel: inputs.cancelAll)
 }
 
 /// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
