@@ -559,11 +559,25 @@ struct CancelActions {
         drop(.init(cancelBody: nil, link: link, target: nil))
     }
 
-    /// Makes room for `count` rejections at once (a chain's worth), instead of growing the list
-    /// one reallocation at a time.
+    /// Makes room for `count` more rejections at once (a chain's worth), instead of growing the
+    /// list one reallocation at a time. Growth stays geometric: a cancel that follows many links
+    /// calls this once per linked chain, and reserving exactly what each one needs would copy
+    /// the whole growing list every time (quadratic in the chains reached).
     mutating func reserveRejections(_ count: Int) {
-        if count > 1 { released.reserveCapacity(released.count + count) }
+        guard count > 1 else { return }
+        let needed = released.count + count
+        guard needed > released.capacity else { return }
+        released.reserveCapacity(max(needed, 2 * released.capacity))
+        #if DEBUG
+        CancelActions.rejectionListGrowths.withLock { $0 += 1 }
+        #endif
     }
+
+    #if DEBUG
+    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
+    /// count the work a cancel does instead of timing it.
+    package static let rejectionListGrowths = Locked(0)
+    #endif
 
     private mutating func drop(_ released: CancelEntry.Released) {
         if firstDropped == nil { firstDropped = released } else { dropped.append(released) }

@@ -68,7 +68,12 @@ public final class CancellationToken: @unchecked Sendable {
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
     private var state: State
+    /// In increasing id order. A removed entry stays as a tombstone (`.removed`) until the list
+    /// is compacted, so removing costs O(1) amortised in any order (shifting the later entries
+    /// made removing oldest first quadratic).
     private var entries: [Entry] = []
+    /// Tombstones in `entries`.
+    private var removedCount = 0
     private var nextID: UInt64 = 0
     /// Entry count at which the next sweep runs (dead weak registrations, dead links).
     private var sweepAt = 16
@@ -232,6 +237,7 @@ public final class CancellationToken: @unchecked Sendable {
         state = .completed(cancelled: cancelled)
         var after = AfterUnlock(run: entries, cancelled: cancelled)
         entries = []
+        removedCount = 0
         ownEntryCount = 0
         after.leave = operands
         operands = OperandLinks()
@@ -285,13 +291,41 @@ public final class CancellationToken: @unchecked Sendable {
             unlock()
             return false
         }
-        let removed = entries.remove(at: index)
+        let removed = entries[index]
+        guard !removed.action.isRemoved else {
+            unlock()
+            return false
+        }
+        entries[index] = Entry(id: removed.id, queue: nil, action: .removed)
+        removedCount += 1
+        let dropped = compactIfSparse()
         let released = removed.action.isOwn ? ownEntriesRemoved(1) : nil
         unlock()
         // The handler and what it captured, and the token's reference to itself if that was
         // its last entry of its own, are released outside the lock.
-        withExtendedLifetime((removed, released)) {}
+        withExtendedLifetime((removed, released, dropped)) {}
         return true
+    }
+
+    /// Under the lock: drops the tombstones once they are at least half of the list (and at
+    /// least 16), so the list stays within twice its live entries plus 16 and each compaction is
+    /// paid for by the removals since the last one. Returns the old storage, to be released after
+    /// unlocking.
+    private func compactIfSparse() -> [Entry] {
+        guard removedCount >= 16 || removedCount == entries.count, 2 * removedCount >= entries.count else {
+            return []
+        }
+        let old = entries
+        if removedCount == entries.count {
+            entries = []
+        } else {
+            var kept: [Entry] = []
+            kept.reserveCapacity(entries.count - removedCount)
+            for entry in old where !entry.action.isRemoved { kept.append(entry) }
+            entries = kept
+        }
+        removedCount = 0
+        return old
     }
 
     /// Under the lock: `count` entries of the token's own are gone. Returns the token's
@@ -367,11 +401,14 @@ public final class CancellationToken: @unchecked Sendable {
                 } else {
                     after.drop.append(entry)
                 }
+            case .removed:
+                break
             default:
                 kept.append(entry)
             }
         }
         entries = kept
+        removedCount = 0
         maySweep = keepsSweepable
         if deadOwn > 0 { after.release = ownEntriesRemoved(deadOwn) }
         unlock()
@@ -381,7 +418,7 @@ public final class CancellationToken: @unchecked Sendable {
         derived = []
         after.perform()
         lock()
-        let own = entries.count
+        let own = entries.count - removedCount
         sweepAt = max(16, 2 * own + below)
         unlock()
         return own + below
@@ -439,6 +476,13 @@ public final class CancellationToken: @unchecked Sendable {
     /// The number of entries stored: handlers, registered objects and links to derived tokens
     /// (for tests that check that a long-lived token stays bounded).
     package var pendingHandlerCount: Int {
+        lock()
+        defer { unlock() }
+        return entries.count - removedCount
+    }
+
+    /// The length of the entry list, tombstones included (for tests of the list's bound).
+    package var storedEntryCount: Int {
         lock()
         defer { unlock() }
         return entries.count
@@ -603,6 +647,8 @@ private struct Entry {
             guard let target = link.target else { return }  // freed: nobody can observe it
             target.linkDidRun(link)
             link.body(target, cancelled)
+        case .removed:
+            return
         }
     }
 
@@ -622,18 +668,27 @@ private enum Action {
     case cancel(WeakCancellable)
     /// A token derived from this one (always run synchronously).
     case derived(DerivedLink)
+    /// A removed entry's tombstone: runs nothing, dropped when the list is compacted.
+    case removed
+
+    var isRemoved: Bool {
+        if case .removed = self { return true }
+        return false
+    }
 
     /// Handlers and registered objects are the token's own entries; links are not.
     var isOwn: Bool {
-        if case .derived = self { return false }
-        return true
+        switch self {
+        case .derived, .removed: return false
+        case .onCancel, .onComplete, .cancel: return true
+        }
     }
 
     /// Registered objects (held weakly) and links to derived tokens: what a sweep may drop.
     var isSweepable: Bool {
         switch self {
         case .cancel, .derived: return true
-        case .onCancel, .onComplete: return false
+        case .onCancel, .onComplete, .removed: return false
         }
     }
 }

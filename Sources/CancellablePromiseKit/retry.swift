@@ -179,10 +179,14 @@ public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringCon
 /// has passed.
 ///
 /// **Queues.** The first attempt runs synchronously on the calling thread, before `retry`
-/// returns. `shouldRetry` runs synchronously on the thread that rejected the attempt. Later
-/// attempts run on `queue` when one is given; with `nil` (the default) they run on the global
-/// queue whose timer ended the wait or, when there is no wait, on the thread that rejected the
-/// previous attempt (or on the thread still starting it, when it failed that soon). The
+/// returns; `retry` always returns after that one attempt has started, whatever it does.
+/// `shouldRetry` runs synchronously on the thread that rejected the attempt. Later attempts run
+/// on `queue` when one is given; with `nil` (the default) they run on the global queue whose
+/// timer ended the wait or, when there is no wait, on the thread that rejected the previous
+/// attempt. An attempt that failed synchronously, while it was being started, is followed by
+/// the next one on `queue` (or a global queue), never on the thread that started it: no thread
+/// runs attempts in a loop, so `retry(maxAttempts: .max)` of attempts that fail at once
+/// ("retry until cancelled") returns its promise at once and stops when it is cancelled. The
 /// returned promise settles on the thread that settled the last attempt (or cancelled it);
 /// handlers chained to it run where their `on:` says.
 ///
@@ -240,7 +244,7 @@ package func retry<R: Thenable>(
     }
     let handle = RetryHandle(machine)
     let output = CancellablePromise(using: promise, cancel: { handle.cancel() })
-    machine.runAttempts(from: 1)
+    machine.runAttempt(1)
     return output
 }
 
@@ -302,26 +306,28 @@ private final class RetryMachine<T>: @unchecked Sendable {
         self.state = Locked(RetryState(resolver: resolver, body: body, shouldRetry: shouldRetry))
     }
 
-    /// Runs attempt `first`, then, on this thread, every attempt that becomes due while an
-    /// attempt is being started here (an attempt that fails synchronously with no wait), so
-    /// that quick failures loop instead of recursing.
-    func runAttempts(from first: Int) {
-        var next: Int? = first
-        while let attempt = next {
-            guard let body = state.withLock({ $0.begin(attempt) }) else { return }
-            let returned: Promise<T>
-            let stop: (() -> Void)?
-            do {
-                (returned, stop) = try body(attempt)
-            } catch {
-                settled(attempt, .rejected(error))
-                next = state.withLock { $0.endStarting() }
-                continue
-            }
+    /// Starts attempt `attempt` on this thread. An attempt that becomes due while this one is
+    /// being started (it failed synchronously, with no wait) is not started here: it is handed
+    /// to `queue` (or a global queue), so no thread, the caller of `retry` included, ever runs
+    /// attempts in a loop or a recursion, and `cancel()` stops a retry of attempts that fail at
+    /// once between any two of them.
+    func runAttempt(_ attempt: Int) {
+        guard let body = state.withLock({ $0.begin(attempt) }) else { return }
+        do {
+            let (returned, stop) = try body(attempt)
             perform(state.withLock { $0.started(attempt, stop: stop) })
             returned.pipe { [self] result in settled(attempt, result) }
-            next = state.withLock { $0.endStarting() }
+        } catch {
+            settled(attempt, .rejected(error))
         }
+        if let next = state.withLock({ $0.endStarting() }) {
+            hop { self.runAttempt(next) }
+        }
+    }
+
+    /// Runs `body` asynchronously on `queue`, or on a global queue when there is none.
+    private func hop(_ body: @escaping @Sendable () -> Void) {
+        (queue ?? DispatchQueue.global()).async(execute: body)
     }
 
     private func settled(_ attempt: Int, _ result: Result<T>) {
@@ -338,9 +344,9 @@ private final class RetryMachine<T>: @unchecked Sendable {
 
     private func timerFired(_ attempt: Int) {
         if let queue {
-            queue.async { self.runAttempts(from: attempt) }
+            queue.async { self.runAttempt(attempt) }
         } else {
-            runAttempts(from: attempt)
+            runAttempt(attempt)
         }
     }
 
@@ -365,9 +371,9 @@ private final class RetryMachine<T>: @unchecked Sendable {
             break
         case .attempt(let attempt)?:
             if let queue {
-                queue.async { self.runAttempts(from: attempt) }
+                queue.async { self.runAttempt(attempt) }
             } else {
-                runAttempts(from: attempt)
+                runAttempt(attempt)
             }
         case .wait(let attempt, let seconds)?:
             let timer = OneShotTimer(seconds: seconds) { self.timerFired(attempt) }
@@ -433,7 +439,7 @@ private struct RetryState<T> {
     /// A thread is starting an attempt (between `begin` and `endStarting`).
     var isStarting = false
     /// An attempt that became due, with no wait, while a thread was starting one: that thread
-    /// starts it next.
+    /// hands it to a queue once it is done starting.
     var deferred: Int?
 
     init(resolver: Resolver<T>, body: @escaping Body, shouldRetry: @escaping (Error) -> Bool) {
@@ -511,7 +517,7 @@ private struct RetryState<T> {
         if wait > 0 {
             actions.next = .wait(next, wait)
         } else if isStarting, !hasQueue {
-            // The thread starting an attempt right now starts this one after it.
+            // The thread starting an attempt right now hands this one to a queue after it.
             deferred = next
         } else {
             actions.next = .attempt(next)
