@@ -1,0 +1,179 @@
+import PromiseCore
+
+// MARK: - Actions
+
+/// What a cancellation, a settle or an abandonment does after the storage lock is released:
+/// follow links to the chains they reach, call cancel closures, run the handlers released by
+/// the rejections, and release whatever entries held.
+///
+/// Rejections happen under the lock (when the actions are recorded), so nothing a cancel closure
+/// causes can change an outcome already decided.
+struct CancelActions {
+    private var calls: [() -> Void] = []
+    private var singleCall: (() -> Void)?
+    private var released: [ReleasedHandlers] = []
+    /// The first rejection's released handlers, kept inline (`.none` until there is one).
+    private var single: ReleasedHandlers = .none
+    private var links: [CancelLink] = []
+    private var dropped: [CancelEntry.Released] = []
+    /// The first thing to release, kept inline: settling one promise releases one entry's
+    /// contents without allocating an array.
+    private var firstDropped: CancelEntry.Released?
+    private var notified: [any PromiseAttachment] = []
+    /// The error linked chains are cancelled with.
+    private(set) var linkError: (any Error)?
+    /// Where the cancellation that reaches linked chains was asked for.
+    var linkSite: CancelSite?
+    /// A chain that links must not reach (the winner's, when `autoCancel` cancels losers).
+    var excludedRoot: CancelStorage?
+
+    init() {}
+
+    var isEmpty: Bool {
+        calls.isEmpty && singleCall == nil && released.isEmpty && !single.didSettle && links.isEmpty
+            && dropped.isEmpty && firstDropped == nil && notified.isEmpty
+    }
+
+    /// Rejects `entry`'s promise with `error`, and takes its cancel closure and links (to call
+    /// and follow if the promise was still pending, to release otherwise).
+    mutating func reject(_ entry: CancelEntry, with error: any Error) {
+        entry.index = CancelEntry.done
+        let body = entry.cancelBody
+        let link = entry.link
+        let target = entry.target
+        entry.cancelBody = nil
+        entry.link = nil
+        entry.target = nil
+        entry.upstream = nil
+        guard let target else {
+            drop(.init(cancelBody: body, link: link, target: nil))
+            return
+        }
+        let rejected = target.rejectForCancel(error)
+        let unblocked: ReleasedHandlers
+        // Consumed, so that the payload moves into what is kept instead of being copied.
+        switch consume rejected {
+        case .none:
+            // Settled on its own first: the closure is not called, a settled promise links
+            // nothing; its own settle notification finishes the entry.
+            drop(.init(cancelBody: body, link: link, target: target))
+            return
+        case .settled:
+            // Nothing to run. The promise goes with the actions, released after the lock (its
+            // step may hold a body whose captures run user code as they go).
+            unblocked = .settled
+            drop(.init(cancelBody: nil, link: nil, target: target))
+        case .released(let source, let handlers, let attachment):
+            if let attachment, attachment === entry {
+                // Left the chain here, under the lock: `drain` notifies the earlier attachment
+                // in the entry's place instead of taking the lock again.
+                unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
+                entry.earlier = nil
+            } else {
+                unblocked = .released(source: source, handlers: handlers, attachment: attachment)
+            }
+        }
+        if let body { call(body) }
+        if let link { follow(link, error: error) }
+        if !single.didSettle { single = consume unblocked } else { released.append(consume unblocked) }
+    }
+
+    /// Abandons `entry`: its cancel closure and links are released uncalled.
+    mutating func abandon(_ entry: CancelEntry) {
+        entry.index = CancelEntry.done
+        drop(entry.takeAll())
+    }
+
+    mutating func release(_ taken: CancelEntry.Released) {
+        if taken.cancelBody != nil || taken.link != nil || taken.target != nil { drop(taken) }
+    }
+
+    mutating func release(_ link: CancelLink) {
+        drop(.init(cancelBody: nil, link: link, target: nil))
+    }
+
+    /// Makes room for `count` more rejections at once (a chain's worth), instead of growing the
+    /// list one reallocation at a time. Growth stays geometric: a cancel that follows many links
+    /// calls this once per linked chain, and reserving exactly what each one needs would copy
+    /// the whole growing list every time (quadratic in the chains reached).
+    mutating func reserveRejections(_ count: Int) {
+        guard count > 1 else { return }
+        let needed = released.count + count
+        guard needed > released.capacity else { return }
+        released.reserveCapacity(max(needed, 2 * released.capacity))
+        #if DEBUG
+        CancelActions.rejectionListGrowths.withLock { $0 += 1 }
+        #endif
+    }
+
+    #if DEBUG
+    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
+    /// count the work a cancel does instead of timing it.
+    package static let rejectionListGrowths = Locked(0)
+    #endif
+
+    private mutating func drop(_ released: CancelEntry.Released) {
+        if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
+    }
+
+    mutating func notify(_ attachment: (any PromiseAttachment)?) {
+        if let attachment { notified.append(attachment) }
+    }
+
+    /// Cancels the chains `link` reaches (with `error`, or the error of this cancellation).
+    mutating func follow(_ link: CancelLink, error: (any Error)? = nil) {
+        if let error, linkError == nil { linkError = error }
+        links.append(link)
+    }
+
+    /// Takes the next link to follow.
+    mutating func nextLink() -> CancelLink? {
+        links.popLast()
+    }
+
+    mutating func call(_ body: @escaping () -> Void) {
+        if singleCall == nil { singleCall = body } else { calls.append(body) }
+    }
+
+    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
+    mutating func run() {
+        for attachment in notified { attachment.promiseDidSettle() }
+        notified = []
+        singleCall?()
+        singleCall = nil
+        for body in calls { body() }
+        calls = []
+        if single.didSettle {
+            var first = ReleasedHandlers.none
+            swap(&first, &single)
+            drain(consuming: first)
+        }
+        if !released.isEmpty {
+            // Each value is swapped out, in order, and handed over: iterating or popping would
+            // copy every `ReleasedHandlers` (a retain and a release per reference in it).
+            var list: [ReleasedHandlers] = []
+            swap(&list, &released)
+            for index in list.indices {
+                var unblocked = ReleasedHandlers.none
+                swap(&unblocked, &list[index])
+                drain(consuming: unblocked)
+            }
+        }
+        if let link = firstDropped?.link {
+            // Links are released through `LinkRelease`, with the others below.
+            firstDropped?.link = nil
+            dropped.append(.init(cancelBody: nil, link: link, target: nil))
+        }
+        firstDropped = nil
+        guard !dropped.isEmpty else { return }
+        var links: [CancelLink] = []
+        for index in dropped.indices {
+            if let link = dropped[index].link {
+                links.append(link)
+                dropped[index].link = nil
+            }
+        }
+        dropped = []
+        if !links.isEmpty { LinkRelease.release(&links) }
+    }
+}
