@@ -8,10 +8,12 @@ import PromiseCore
 // order, so a handler may cancel, register on or inspect the same token without deadlocking.
 // Each token has its own lock, and no code holds two token locks at once.
 //
-// Every state change is an event handled under the lock that returns what is left to do once
-// the lock is released (`AfterUnlock`): entries to run, links to remove from operands, and the
-// references to drop. Dropping happens outside the lock because a deinitialiser may run user
-// code or take another token's lock.
+// All of a token's mutable state is one `TokenState` (CancellationTokenState.swift), and every
+// state change is one of its events: a `mutating` method called under the lock that returns
+// what is left to do once the lock is released (`TokenActions`): entries to run, links to
+// remove from operands, and the references to drop. Only the token takes its lock
+// (`withState`), and it performs the actions after unlocking. Dropping happens outside the lock
+// because a deinitialiser may run user code or take another token's lock.
 //
 // Derived tokens (`map`, `flatMap`, `&&`, `||`) and the tokens they are derived from:
 // - An operand lists a *link* to each token derived from it. The link holds the derived token
@@ -64,68 +66,30 @@ import PromiseCore
 ///
 /// Thread-safe (`Sendable`): query, register and complete from any thread.
 public final class CancellationToken: @unchecked Sendable {
-    // @unchecked: every mutable field is guarded by the inline lock word below.
+    // @unchecked: `state` is guarded by the inline lock word below.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
-    private var state: State
-    /// In increasing id order. A removed entry stays as a tombstone (`.removed`) until the list
-    /// is compacted, so removing costs O(1) amortised in any order (shifting the later entries
-    /// made removing oldest first quadratic).
-    private var entries: [Entry] = []
-    /// Tombstones in `entries`.
-    private var removedCount = 0
-    private var nextID: UInt64 = 0
-    /// Entry count at which the next sweep runs (dead weak registrations, dead links).
-    private var sweepAt = 16
-    /// Whether the list may hold what a sweep drops (registered objects, links to derived
-    /// tokens): a list of handlers only is never swept.
-    private var maySweep = false
-    /// The last sweep pass that visited this token (a pass visits each token once).
-    private var lastSweepPass: UInt64 = 0
-    /// Entries that are handlers or registered objects (not links to derived tokens).
-    private var ownEntryCount = 0
-    /// `true` for tokens made by `map`, `flatMap`, `&&` and `||`.
-    private let isDerived: Bool
-    /// A derived token's reference to itself while it is pending with entries of its own.
-    private var keptAlive: CancellationToken?
-    /// A derived token's links on its operands that have not run yet (at most two at a time).
-    private var operands: OperandLinks = OperandLinks()
-    /// `&&` and `||`: how many operands completed without deciding the outcome.
-    private var undecidedOperands = 0
-
-    private enum State {
-        case pending
-        case completed(cancelled: Bool)
-    }
+    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) private var state: TokenState
 
     init() {
-        state = .pending
-        isDerived = false
+        state = TokenState(phase: .pending, isDerived: false)
     }
 
     private init(derived: Void) {
-        state = .pending
-        isDerived = true
+        state = TokenState(phase: .pending, isDerived: true)
     }
 
     private init(completed cancelled: Bool) {
-        state = .completed(cancelled: cancelled)
-        isDerived = false
+        state = TokenState(phase: .completed(cancelled: cancelled), isDerived: false)
     }
 
     deinit {
-        if case .pending = state {
-            // A pending request token is released only when nobody can complete it any more:
-            // its onComplete handlers learn that it will never be cancelled (so no continuation
-            // waits forever). A pending derived token has no entries of its own here (they
-            // would keep it alive); it leaves the operands it is still registered on.
-            if !entries.isEmpty {
-                let taken = entries
-                entries = []
-                for entry in taken { entry.run(cancelled: false) }
-            }
-            operands.leave()
-        }
+        // A pending request token is released only when nobody can complete it any more: its
+        // onComplete handlers learn that it will never be cancelled (so no continuation waits
+        // forever). A pending derived token has no entries of its own here (they would keep it
+        // alive); it leaves the operands it is still registered on.
+        state.tearDown().perform()
         lockWordDestroy(lockWordPointer(self))
     }
 
@@ -142,24 +106,34 @@ public final class CancellationToken: @unchecked Sendable {
     /// a bare `.none` means `nil`.
     public static let none = CancellationToken(completed: false)
 
+    // MARK: The lock
+
+    /// Runs `event` on the state with the lock held and returns what it decided. The only code
+    /// that takes the token's lock.
+    @inline(__always)
+    private func withState<R>(_ event: (inout TokenState) -> R) -> R {
+        lockWordLock(lockWordPointer(self))
+        defer { lockWordUnlock(lockWordPointer(self)) }
+        return event(&state)
+    }
+
+    /// Runs `event` under the lock, then the actions it returned, after unlocking.
+    private func handle(_ event: (inout TokenState) -> TokenActions?) {
+        withState(event)?.perform()
+    }
+
     // MARK: State
 
     /// `true` once the token's request has been cancelled. Safe from any thread; tasks may poll
     /// it.
     public var isCancelled: Bool {
-        lock()
-        defer { unlock() }
-        if case .completed(cancelled: true) = state { return true }
-        return false
+        withState { $0.completedValue == true }
     }
 
     /// `true` once the token has completed, cancelled or not: after that it never changes and
     /// holds no handlers.
     public var isCompleted: Bool {
-        lock()
-        defer { unlock() }
-        if case .completed = state { return true }
-        return false
+        withState { $0.completedValue != nil }
     }
 
     /// Throws `CancellablePromiseError.cancelled` if the token is cancelled (for polling in a
@@ -229,28 +203,14 @@ public final class CancellationToken: @unchecked Sendable {
     /// a derived token then leaves the operands it was still registered on.
     @discardableResult
     func complete(cancelled: Bool) -> Bool {
-        lock()
-        guard case .pending = state else {
-            unlock()
-            return false
-        }
-        state = .completed(cancelled: cancelled)
-        var after = AfterUnlock(run: entries, cancelled: cancelled)
-        entries = []
-        removedCount = 0
-        ownEntryCount = 0
-        after.leave = operands
-        operands = OperandLinks()
-        after.release = keptAlive
-        keptAlive = nil
-        unlock()
-        after.perform()
+        guard let actions = withState({ $0.complete(cancelled: cancelled) }) else { return false }
+        actions.perform()
         return true
     }
 
     // MARK: Registration bookkeeping
 
-    private func add(_ action: Action, queue: DispatchQueue?) -> CancellationRegistration {
+    private func add(_ action: TokenAction, queue: DispatchQueue?) -> CancellationRegistration {
         guard let id = addEntry(action, queue: queue) else {
             return CancellationRegistration(token: nil, id: 0)
         }
@@ -259,96 +219,24 @@ public final class CancellationToken: @unchecked Sendable {
 
     /// Lists an entry and returns its id, or runs it at once (and returns `nil`) if the token
     /// has completed. Starts a sweep when the list has doubled since the last one.
-    private func addEntry(_ action: Action, queue: DispatchQueue?) -> UInt64? {
-        lock()
-        guard case .pending = state else {
-            let cancelled = completedValue
-            unlock()
-            Entry(id: 0, queue: queue, action: action).run(cancelled: cancelled)
+    private func addEntry(_ action: TokenAction, queue: DispatchQueue?) -> UInt64? {
+        switch withState({ $0.add(action, queue: queue, owner: self) }) {
+        case .completed(let cancelled):
+            TokenEntry(id: 0, queue: queue, action: action).run(cancelled: cancelled)
             return nil
+        case .listed(let id, let sweep):
+            if sweep { sweepTree() }
+            return id
         }
-        let id = nextID
-        nextID &+= 1
-        entries.append(Entry(id: id, queue: queue, action: action))
-        if action.isOwn {
-            ownEntryCount += 1
-            if isDerived && ownEntryCount == 1 { keptAlive = self }
-        }
-        if action.isSweepable { maySweep = true }
-        let sweep = maySweep && entries.count >= sweepAt
-        if entries.count >= sweepAt {
-            sweepAt = max(16, 2 * entries.count)  // no other addition starts a sweep meanwhile
-        }
-        unlock()
-        if sweep { sweepTree() }
-        return id
     }
 
     /// Removes the entry `id` if the token is still pending; returns whether it was removed.
-    fileprivate func remove(id: UInt64) -> Bool {
-        lock()
-        guard case .pending = state, let index = index(of: id) else {
-            unlock()
-            return false
-        }
-        let removed = entries[index]
-        guard !removed.action.isRemoved else {
-            unlock()
-            return false
-        }
-        entries[index] = Entry(id: removed.id, queue: nil, action: .removed)
-        removedCount += 1
-        let dropped = compactIfSparse()
-        let released = removed.action.isOwn ? ownEntriesRemoved(1) : nil
-        unlock()
+    func remove(id: UInt64) -> Bool {
+        let (removed, actions) = withState { $0.remove(id: id) }
         // The handler and what it captured, and the token's reference to itself if that was
         // its last entry of its own, are released outside the lock.
-        withExtendedLifetime((removed, released, dropped)) {}
-        return true
-    }
-
-    /// Under the lock: drops the tombstones once they are at least half of the list (and at
-    /// least 16), so the list stays within twice its live entries plus 16 and each compaction is
-    /// paid for by the removals since the last one. Returns the old storage, to be released after
-    /// unlocking.
-    private func compactIfSparse() -> [Entry] {
-        guard removedCount >= 16 || removedCount == entries.count, 2 * removedCount >= entries.count else {
-            return []
-        }
-        let old = entries
-        if removedCount == entries.count {
-            entries = []
-        } else {
-            var kept: [Entry] = []
-            kept.reserveCapacity(entries.count - removedCount)
-            for entry in old where !entry.action.isRemoved { kept.append(entry) }
-            entries = kept
-        }
-        removedCount = 0
-        return old
-    }
-
-    /// Under the lock: `count` entries of the token's own are gone. Returns the token's
-    /// reference to itself once none is left, to be dropped after unlocking.
-    private func ownEntriesRemoved(_ count: Int) -> CancellationToken? {
-        ownEntryCount -= count
-        guard ownEntryCount == 0, let kept = keptAlive else { return nil }
-        keptAlive = nil
-        return kept
-    }
-
-    /// Binary search: entries are kept in increasing id order.
-    private func index(of id: UInt64) -> Int? {
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            if entries[mid].id < id {
-                low = mid + 1
-            } else {
-                high = mid
-            }
-        }
-        return low < entries.count && entries[low].id == id ? low : nil
+        actions.perform()
+        return removed
     }
 
     // MARK: Sweeping
@@ -373,55 +261,14 @@ public final class CancellationToken: @unchecked Sendable {
     /// costs O(1) per entry, amortised, and a list stays within twice its live entries plus
     /// the live entries below it.
     private func sweep(pass: UInt64) -> Int {
-        lock()
-        guard case .pending = state, lastSweepPass != pass else {
-            unlock()
-            return 0
-        }
-        lastSweepPass = pass
-        var after = AfterUnlock()
-        var derived: [CancellationToken] = []
-        var kept: [Entry] = []
-        kept.reserveCapacity(entries.count)
-        var deadOwn = 0
-        var keepsSweepable = false
-        for entry in entries {
-            switch entry.action {
-            case .cancel(let weak) where weak.isReleased:
-                after.drop.append(entry)
-                deadOwn += 1
-            case .cancel:
-                kept.append(entry)
-                keepsSweepable = true
-            case .derived(let link):
-                if let target = link.target {
-                    derived.append(target)
-                    kept.append(entry)
-                    keepsSweepable = true
-                } else {
-                    after.drop.append(entry)
-                }
-            case .removed:
-                break
-            default:
-                kept.append(entry)
-            }
-        }
-        entries = kept
-        removedCount = 0
-        maySweep = keepsSweepable
-        if deadOwn > 0 { after.release = ownEntriesRemoved(deadOwn) }
-        unlock()
+        guard var (derived, actions) = withState({ $0.sweep(pass: pass) }) else { return 0 }
         var below = 0
         for token in derived { below += token.sweep(pass: pass) }
         // A derived token that let itself go is freed here, and leaves this token's list.
         derived = []
-        after.perform()
-        lock()
-        let own = entries.count - removedCount
-        sweepAt = max(16, 2 * own + below)
-        unlock()
-        return own + below
+        actions.perform()
+        actions = TokenActions()
+        return withState { $0.sweepFinished(below: below) }
     }
 
     // MARK: Derived tokens
@@ -438,58 +285,34 @@ public final class CancellationToken: @unchecked Sendable {
     /// If either happened already, removes the link at once (if still listed).
     private func recordLink(_ link: DerivedLink, on operand: CancellationToken, id: UInt64) {
         let record = OperandLink(token: operand, id: id, link: link)
-        lock()
-        guard case .pending = state, !link.hasRun else {
-            unlock()
+        guard withState({ $0.recordLink(record) }) else {
             _ = operand.remove(id: id)
             return
         }
-        operands.insert(record)
-        unlock()
     }
 
     /// The operand of `link` completed and is running it: forget that operand.
-    fileprivate func linkDidRun(_ link: DerivedLink) {
-        lock()
-        link.hasRun = true
-        let forgotten = operands.remove(link)
-        unlock()
-        withExtendedLifetime(forgotten) {}  // the operand is released outside the lock
+    func linkDidRun(_ link: DerivedLink) {
+        handle { $0.linkDidRun(link) }
     }
 
     /// `&&`, `||`: an operand completed without deciding; returns `true` if it was the second.
     private func undecidedOperandCompleted() -> Bool {
-        lock()
-        defer { unlock() }
-        undecidedOperands += 1
-        return undecidedOperands == 2
+        withState { $0.undecidedOperandCompleted() }
     }
 
     // MARK: Queries
 
-    /// The completed value; only under the lock, once completed.
-    private var completedValue: Bool {
-        if case .completed(let cancelled) = state { return cancelled }
-        return false
-    }
-
     /// The number of entries stored: handlers, registered objects and links to derived tokens
     /// (for tests that check that a long-lived token stays bounded).
     package var pendingHandlerCount: Int {
-        lock()
-        defer { unlock() }
-        return entries.count - removedCount
+        withState { $0.liveEntryCount }
     }
 
     /// The length of the entry list, tombstones included (for tests of the list's bound).
     package var storedEntryCount: Int {
-        lock()
-        defer { unlock() }
-        return entries.count
+        withState { $0.storedEntryCount }
     }
-
-    @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }
-    @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
 }
 
 /// Numbers the sweep passes.
@@ -588,13 +411,10 @@ extension CancellationToken: CustomStringConvertible {
     /// `CancellationToken(pending)`, `CancellationToken(cancelled)` or
     /// `CancellationToken(not cancelled)`.
     public var description: String {
-        lock()
-        let state = state
-        unlock()
-        switch state {
-        case .pending: return "CancellationToken(pending)"
-        case .completed(cancelled: true): return "CancellationToken(cancelled)"
-        case .completed(cancelled: false): return "CancellationToken(not cancelled)"
+        switch withState({ $0.completedValue }) {
+        case nil: return "CancellationToken(pending)"
+        case true?: return "CancellationToken(cancelled)"
+        case false?: return "CancellationToken(not cancelled)"
         }
     }
 }
@@ -622,151 +442,5 @@ public final class CancellationRegistration: Sendable {
     @discardableResult
     public func remove() -> Bool {
         token?.remove(id: id) ?? false
-    }
-}
-
-// MARK: - Entries
-
-private struct Entry {
-    let id: UInt64
-    let queue: DispatchQueue?
-    let action: Action
-
-    /// Runs (or skips) the handler for a token completed with `cancelled`. Outside every lock.
-    func run(cancelled: Bool) {
-        switch action {
-        case .onCancel(let body):
-            guard cancelled else { return }
-            perform(body)
-        case .onComplete(let body):
-            perform { body(cancelled) }
-        case .cancel(let weak):
-            guard cancelled else { return }
-            perform { weak.cancel() }
-        case .derived(let link):
-            guard let target = link.target else { return }  // freed: nobody can observe it
-            target.linkDidRun(link)
-            link.body(target, cancelled)
-        case .removed:
-            return
-        }
-    }
-
-    private func perform(_ body: @escaping () -> Void) {
-        guard let queue else {
-            body()
-            return
-        }
-        let boxed = UncheckedSendable(body)
-        queue.async { boxed.value() }
-    }
-}
-
-private enum Action {
-    case onCancel(() -> Void)
-    case onComplete((Bool) -> Void)
-    case cancel(WeakCancellable)
-    /// A token derived from this one (always run synchronously).
-    case derived(DerivedLink)
-    /// A removed entry's tombstone: runs nothing, dropped when the list is compacted.
-    case removed
-
-    var isRemoved: Bool {
-        if case .removed = self { return true }
-        return false
-    }
-
-    /// Handlers and registered objects are the token's own entries; links are not.
-    var isOwn: Bool {
-        switch self {
-        case .derived, .removed: return false
-        case .onCancel, .onComplete, .cancel: return true
-        }
-    }
-
-    /// Registered objects (held weakly) and links to derived tokens: what a sweep may drop.
-    var isSweepable: Bool {
-        switch self {
-        case .cancel, .derived: return true
-        case .onCancel, .onComplete, .removed: return false
-        }
-    }
-}
-
-/// An operand's entry for a token derived from it: holds that token weakly, and what the
-/// operand's completion does to it (with the combinator's closures and their captures).
-private final class DerivedLink: @unchecked Sendable {
-    // @unchecked: `hasRun` is guarded by the target token's lock; `body` is only called by the
-    // operand that runs the link, once.
-    weak var target: CancellationToken?
-    let body: (CancellationToken, Bool) -> Void
-    /// Set under the target's lock once the operand has started running the link.
-    var hasRun = false
-
-    init(target: CancellationToken, body: @escaping (CancellationToken, Bool) -> Void) {
-        self.target = target
-        self.body = body
-    }
-}
-
-/// A derived token's record of its link on an operand.
-private struct OperandLink {
-    let token: CancellationToken
-    let id: UInt64
-    let link: DerivedLink
-}
-
-/// A derived token's records of its links that have not run: `map` and `flatMap` wait on one
-/// operand at a time, `&&` and `||` on two.
-private struct OperandLinks {
-    private var first: OperandLink?
-    private var second: OperandLink?
-
-    mutating func insert(_ record: OperandLink) {
-        if first == nil {
-            first = record
-        } else {
-            assert(second == nil, "a derived token waits on two operands at most")
-            second = record
-        }
-    }
-
-    /// Forgets the record of `link`; returns it so that the operand is released after unlocking.
-    mutating func remove(_ link: DerivedLink) -> OperandLink? {
-        if let record = first, record.link === link {
-            first = nil
-            return record
-        }
-        if let record = second, record.link === link {
-            second = nil
-            return record
-        }
-        return nil
-    }
-
-    /// Removes the links from their operands (outside every lock).
-    func leave() {
-        if let first { _ = first.token.remove(id: first.id) }
-        if let second { _ = second.token.remove(id: second.id) }
-    }
-}
-
-/// What a token event leaves to do once the token's lock is released.
-private struct AfterUnlock {
-    /// Entries to run, with the token's outcome.
-    var run: [Entry] = []
-    var cancelled = false
-    /// Links to remove from the operands of a completed derived token.
-    var leave = OperandLinks()
-    /// Entries to release (swept out).
-    var drop: [Entry] = []
-    /// The token's reference to itself, given up.
-    var release: CancellationToken?
-
-    /// Runs the entries, leaves the operands, then releases what was dropped.
-    func perform() {
-        for entry in run { entry.run(cancelled: cancelled) }
-        leave.leave()
-        withExtendedLifetime((drop, release)) {}
     }
 }
