@@ -32,18 +32,38 @@ extension CancellablePromise {
 /// combinator settles or is cancelled: one object for all of them, rather than a closure per
 /// input. A fire-and-forget `race(…, autoCancel: true)` still cancels its losers; once it has
 /// settled it holds nothing.
-@usableFromInline final class AutoCancelInputs: Sendable {
-    private let inputs: Locked<[CancelInput]?>
+///
+/// The list sits behind the object's own lock word (no separate lock box): taken out once, by
+/// the first of `cancelLosers` and `cancelAll`.
+@usableFromInline final class AutoCancelInputs: @unchecked Sendable {
+    // @unchecked: `inputs` is only touched with the lock held.
+    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    private var lockWord = makeLockWord()
+    /// Guarded by the lock; `nil` once taken.
+    @exclusivity(unchecked) private var inputs: [CancelInput]?
 
     @usableFromInline init(_ inputs: [CancelInput]) {
-        self.inputs = Locked(inputs)
+        self.inputs = inputs
     }
 
+    deinit {
+        lockWordDestroy(lockWordPointer(self))
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
+    /// `lockWordPointer` assumes.
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+    }
+
+    /// Takes the inputs out (the first caller gets them, later ones `nil`).
     private func take() -> [CancelInput]? {
-        inputs.withLock { inputs in
-            defer { inputs = nil }
-            return inputs
-        }
+        let pointer = lockWordPointer(self)
+        lockWordLock(pointer)
+        defer { lockWordUnlock(pointer) }
+        let taken = inputs
+        inputs = nil
+        return taken
     }
 
     /// Cancels the pending work of every input but `winnerPromise`'s, the input that settled

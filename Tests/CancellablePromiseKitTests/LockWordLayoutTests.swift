@@ -17,3 +17,10 @@ final class LockWordLayoutTests: XCTestCase {
         XCTAssertEqual(token._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(token)))
     }
 }
+
+extension LockWordLayoutTests {
+    func testAutoCancelInputsLockWordOffset() {
+        let inputs = AutoCancelInputs([])
+        XCTAssertEqual(inputs._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(inputs)))
+    }
+}
