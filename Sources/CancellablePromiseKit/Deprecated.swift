@@ -229,7 +229,9 @@ extension PMKError {
     /// As a pattern — `catch PMKError.timedOut`, `case PMKError.timedOut` — it matches every
     /// ``PromiseTimeoutError``, whatever its duration. As a value it is a
     /// `PromiseTimeoutError` of no particular duration (`seconds` is NaN).
-    @available(*, deprecated, message: "timeouts reject with PromiseTimeoutError; match it with `catch is PromiseTimeoutError`")
+    @available(
+        *, deprecated, message: "timeouts reject with PromiseTimeoutError; match it with `catch is PromiseTimeoutError`"
+    )
     public static var timedOut: PromiseTimeoutError { PromiseTimeoutError(seconds: .nan) }
 }
 
