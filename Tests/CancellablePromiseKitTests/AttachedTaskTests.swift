@@ -146,6 +146,17 @@ final class AttachedTaskTests: XCTestCase {
         XCTAssertEqual(pending.error as? CancellablePromiseError, .cancelled)
     }
 
+    func testTrailingClosureFormsKeepTheirInitialisers() {
+        let wrapper = CancellablePromise<Int> { _ in Promise.value(1) }
+        XCTAssertEqual(wrapper.value, 1, "a body returning a thenable is the wrapper form")
+        let cancelled = Flag()
+        let task = CancellablePromise<Int> { _ in { cancelled.raise() } }
+        task.cancel()
+        XCTAssertTrue(cancelled.value, "a body returning a function is the form whose function cancels")
+        let plain = CancellablePromise<Int> { resolver in resolver.fulfill(3) }
+        XCTAssertEqual(plain.value, 3, "a body returning nothing is PromiseKit 7's form")
+    }
+
     func testInitCancellableResolverWithAThrowingBodyRejects() {
         let task = TokenCancellableSpy()
         let promise = CancellablePromise<Int>(cancellable: task) { _ in throw Stop() }

@@ -200,6 +200,7 @@ final class DeprecatedSpellingTests: XCTestCase {
         XCTAssertFalse(PMKError.timedOut ~= PMKError.cancelled)
         XCTAssertFalse(PromiseTimeoutError(seconds: 1) ~= PromiseTimeoutError(seconds: 2))
         XCTAssertTrue(PromiseTimeoutError(seconds: 1) ~= PromiseTimeoutError(seconds: 1))
+        XCTAssertEqual("\(PMKError.timedOut)", "The promise timed out")
     }
 
     @available(*, deprecated)
