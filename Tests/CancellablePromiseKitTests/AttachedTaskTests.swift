@@ -222,6 +222,32 @@ final class AttachedTaskTests: XCTestCase {
         XCTAssertEqual(next.error as? CancellablePromiseError, .cancelled)
     }
 
+    func testAnAppendedTaskIsReleasedOnceThePromiseSettles() {
+        let released = Flag()
+        let (promise, resolver) = CancellablePromise<Int>.pending()
+        do {
+            let task = TokenCancellableSpy(onDeinit: { released.raise() })
+            promise.appendCancellable(task, reject: nil)
+        }
+        XCTAssertFalse(released.value, "held while the promise is pending")
+        resolver.fulfill(1)
+        XCTAssertTrue(released.value)
+        promise.cancel()
+    }
+
+    func testAnAbandonedChainWithAnAppendedTaskIsFreed() {
+        let released = Flag()
+        weak var weakPromise: CancellablePromise<Int>?
+        do {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            weakPromise = promise
+            promise.appendCancellable(TokenCancellableSpy(onDeinit: { released.raise() }), reject: nil)
+            withExtendedLifetime(resolver) {}
+        }
+        XCTAssertNil(weakPromise)
+        XCTAssertTrue(released.value, "nothing can cancel or settle the chain: the task is released uncalled")
+    }
+
     func testAppendCancellableToACancelledChainCancelsAtOnce() {
         let task = TokenCancellableSpy()
         let (promise, _) = CancellablePromise<Int>.pending()
