@@ -197,14 +197,15 @@ extension CancellablePromise {
     /// ```
     public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)?) {
         guard cancellable != nil || reject != nil else { return }
-        let (gate, opener) = Promise<Void>.pending()
+        // No resolver: an abandoned chain frees the gate without a "pending promise" log.
+        let gate = Promise<Void>.makePending()
         // Read when the closure runs: the chain's error is recorded before cancel closures run.
         let cancel = { [weak storage = cancelContext.storage] in
             cancellable?.cancel()
             reject?(storage?.cancelledError ?? CancellablePromiseError.cancelled)
         }
         _ = CancellablePromise<Void>(member: gate, context: cancelContext, cancel: cancel)
-        promise.pipe { _ in opener.fulfill(()) }
+        promise.pipe { _ in gate.resolve(.fulfilled(())) }
     }
 
     /// Joins the chain of `other` to this promise's chain: from now on, cancelling either
