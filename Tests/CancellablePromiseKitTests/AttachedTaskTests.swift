@@ -282,4 +282,30 @@ final class AttachedTaskTests: XCTestCase {
         XCTAssertEqual(finalizer.cancelledError as? Stop, Stop())
         XCTAssertEqual(promise.cancelledError as? Stop, Stop())
     }
+
+    // MARK: Races
+
+    func testAppendCancellableRacingCancelCancelsTheTaskExactlyOnce() {
+        for _ in 0..<2_000 {
+            let task = TokenCancellableSpy()
+            let (promise, _) = CancellablePromise<Int>.pending()
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { promise.appendCancellable(task, reject: nil) } else { promise.cancel() }
+            }
+            XCTAssertEqual(task.cancelCount, 1)
+        }
+    }
+
+    func testSetCancellableRacingFulfilNeverCancelsAFulfilledPromise() {
+        for _ in 0..<2_000 {
+            let task = TokenCancellableSpy()
+            let (promise, resolver) = Promise<Int>.pending()
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { promise.setCancellable(task) } else { resolver.fulfill(1) }
+            }
+            promise.cancellize().cancel()
+            XCTAssertEqual(task.cancelCount, 0)
+            XCTAssertEqual(promise.value, 1)
+        }
+    }
 }
