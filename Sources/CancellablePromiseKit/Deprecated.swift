@@ -49,6 +49,15 @@ extension CancellablePromise where T == Void {
     }
 }
 
+extension Thenable {
+    /// The PromiseKit 7 guide's spelling of ``cancellize(cancelContext:)``: starts a
+    /// cancellable chain from this thenable in `cancelContext`.
+    @available(*, deprecated, renamed: "cancellize(cancelContext:)")
+    public func cancellize(_ cancelContext: CancelContext) -> CancellablePromise<T> {
+        cancellize(cancelContext: cancelContext)
+    }
+}
+
 /// CancelForPromiseKit's cancellable timer: `after(seconds:).cancellize()` (cancelling stops
 /// the timer and rejects the promise).
 @available(*, deprecated, message: "use after(seconds:).cancellize()")
@@ -94,7 +103,7 @@ extension CancellablePromise {
 
     /// CancelForPromiseKit's spelling of ``appendCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "appendCancellable(_:reject:)")
-    public func appendCancellableTask(_ task: (any Cancellable)?, reject: ((Error) -> Void)?) {
+    public func appendCancellableTask(_ task: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
         appendCancellable(task, reject: reject)
     }
 }

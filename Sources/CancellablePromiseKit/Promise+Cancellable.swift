@@ -195,7 +195,7 @@ extension CancellablePromise {
     /// promise.appendCancellable(task, reject: nil)
     /// task.resume()
     /// ```
-    public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)?) {
+    public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
         guard cancellable != nil || reject != nil else { return }
         // No resolver: an abandoned chain frees the gate without a "pending promise" log.
         let gate = Promise<Void>.makePending()

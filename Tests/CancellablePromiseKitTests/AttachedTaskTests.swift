@@ -215,7 +215,7 @@ final class AttachedTaskTests: XCTestCase {
         let task = TokenCancellableSpy()
         let (promise, resolver) = CancellablePromise<Int>.pending()
         let next = promise.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
-        promise.appendCancellable(task, reject: nil)
+        promise.appendCancellable(task)
         resolver.fulfill(1)
         next.cancel()
         XCTAssertEqual(task.cancelCount, 0)

@@ -31,6 +31,17 @@ final class DeprecatedSpellingTests: XCTestCase {
         XCTAssertTrue(promise.isCancelled)
     }
 
+    @available(*, deprecated)
+    func testCancellizeWithAnUnlabelledContext() {
+        let context = CancelContext()
+        let timer = after(seconds: 0.2)
+        let cancellable = timer.cancellize(context)
+        XCTAssertTrue(cancellable.cancelContext === context)
+        context.cancel()
+        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        XCTAssertNil(waitForResult(timer, seconds: 0.5), "the timer was stopped")
+    }
+
     // MARK: Creating
 
     @available(*, deprecated)

@@ -24,6 +24,7 @@ private func useEveryDeprecatedSpelling(task: CancellableTask, items: CancelItem
     items.cancel(error: nil)
     p1.appendCancellable(cancellable: task, reject: nil)
     p1.appendCancellableTask(task, reject: nil)
+    _ = promise.cancellize(items)
 
     _ = p1.cancellableThen { Promise.value($0) }
     _ = p1.cancellableRecover { _ in Promise.value(0) }
