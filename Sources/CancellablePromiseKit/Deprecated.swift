@@ -58,6 +58,43 @@ extension Thenable {
     }
 }
 
+/// A global spelling of `thenable.cancellize(cancelContext:)` found in PromiseKit 7's
+/// cancellation code before it became a method; the same as ``cancellable(_:cancelContext:)``.
+@available(*, deprecated, renamed: "cancellable(_:cancelContext:)")
+public func cancellize<U: Thenable>(_ thenable: U, cancelContext: CancelContext? = nil) -> CancellablePromise<U.T> {
+    thenable.cancellize(cancelContext: cancelContext)
+}
+
+extension Promise {
+    /// CancelForPromiseKit's spelling of ``init(cancellable:resolver:)``.
+    @available(*, deprecated, renamed: "init(cancellable:resolver:)")
+    public convenience init(cancellableTask: any Cancellable, resolver body: (Resolver<T>) throws -> Void) {
+        self.init(cancellable: cancellableTask, resolver: body)
+    }
+
+    /// CancelForPromiseKit's spelling of ``setCancellable(_:reject:)``.
+    @available(*, deprecated, renamed: "setCancellable(_:reject:)")
+    public func setCancellableTask(_ task: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
+        setCancellable(task, reject: reject)
+    }
+}
+
+extension Guarantee {
+    /// CancelForPromiseKit's spelling of ``init(cancellable:resolver:)``.
+    @available(*, deprecated, renamed: "init(cancellable:resolver:)")
+    public convenience init(
+        cancellableTask: any Cancellable, resolver body: (@escaping @Sendable (T) -> Void) -> Void
+    ) {
+        self.init(cancellable: cancellableTask, resolver: body)
+    }
+
+    /// CancelForPromiseKit's spelling of ``setCancellable(_:)``.
+    @available(*, deprecated, renamed: "setCancellable(_:)")
+    public func setCancellableTask(_ task: (any Cancellable)?) {
+        setCancellable(task)
+    }
+}
+
 /// CancelForPromiseKit's cancellable timer: `after(seconds:).cancellize()` (cancelling stops
 /// the timer and rejects the promise).
 @available(*, deprecated, message: "use after(seconds:).cancellize()")

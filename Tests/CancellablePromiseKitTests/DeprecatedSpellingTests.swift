@@ -42,6 +42,41 @@ final class DeprecatedSpellingTests: XCTestCase {
         XCTAssertNil(waitForResult(timer, seconds: 0.5), "the timer was stopped")
     }
 
+    @available(*, deprecated)
+    func testGlobalCancellize() {
+        let task = TokenCancellableSpy()
+        let promise = Promise<Int>(cancellable: task) { _ in }
+        let chain = cancellize(promise).map(on: nil) { $0 + 1 }
+        chain.cancel()
+        XCTAssertEqual(task.cancelCount, 1)
+        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+    }
+
+    @available(*, deprecated)
+    func testCancellableTaskSpellingsOfPromiseAndGuarantee() {
+        let promiseTask = DispatchWorkItem {}
+        let promise = Promise<Void>(cancellableTask: promiseTask) { _ in }
+        CancellablePromise(promise).cancel()
+        XCTAssertTrue(promiseTask.isCancelled)
+
+        let laterTask = DispatchWorkItem {}
+        let (later, resolver) = Promise<Void>.pending()
+        later.setCancellableTask(laterTask, reject: resolver.reject)
+        later.cancellize().cancel()
+        XCTAssertTrue(laterTask.isCancelled)
+
+        let guaranteeTask = DispatchWorkItem {}
+        let guarantee = Guarantee<Void>(cancellableTask: guaranteeTask) { _ in }
+        guarantee.cancellize().cancel()
+        XCTAssertTrue(guaranteeTask.isCancelled)
+
+        let otherTask = DispatchWorkItem {}
+        let (other, _) = Guarantee<Void>.pending()
+        other.setCancellableTask(otherTask)
+        CancellablePromise(other).cancel()
+        XCTAssertTrue(otherTask.isCancelled)
+    }
+
     // MARK: Creating
 
     @available(*, deprecated)

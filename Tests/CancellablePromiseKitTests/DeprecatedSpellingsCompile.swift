@@ -25,6 +25,11 @@ private func useEveryDeprecatedSpelling(task: CancellableTask, items: CancelItem
     p1.appendCancellable(cancellable: task, reject: nil)
     p1.appendCancellableTask(task, reject: nil)
     _ = promise.cancellize(items)
+    _ = cancellize(promise)
+    let p2 = Promise<Int>(cancellableTask: task) { _ in }
+    p2.setCancellableTask(task, reject: nil)
+    let g = Guarantee<Int>(cancellableTask: task) { _ in }
+    g.setCancellableTask(task)
 
     _ = p1.cancellableThen { Promise.value($0) }
     _ = p1.cancellableRecover { _ in Promise.value(0) }
