@@ -9,21 +9,26 @@ import PromiseCore
 // and tying further tasks or chains to a chain (`appendCancellable`, `appendCancelContext`).
 
 /// A task attached to a promise through public API: the `Cancellable` (held strongly, until the
-/// promise settles) and what to call after cancelling it.
-private final class AttachedTask: @unchecked Sendable {
-    // @unchecked: both are immutable; a `Cancellable` is called from any thread by contract,
-    // and `reject` is documented to be called on the cancelling thread.
-    private let task: any Cancellable
-    private let reject: ((Error) -> Void)?
+/// promise settles or it is cancelled) and what to call after cancelling it. Cancels at most
+/// once, however many chains reach it (`cancellize()`, chains waiting on the promise).
+private final class AttachedTask: Sendable {
+    private struct Parts: @unchecked Sendable {
+        // @unchecked: a `Cancellable` is called from any thread by contract, and `reject` is
+        // documented to be called on the cancelling thread.
+        let task: any Cancellable
+        let reject: ((Error) -> Void)?
+    }
+
+    private let parts: Locked<Parts?>
 
     init(_ task: any Cancellable, reject: ((Error) -> Void)?) {
-        self.task = task
-        self.reject = reject
+        parts = Locked(Parts(task: task, reject: reject))
     }
 
     func cancel() {
-        task.cancel()
-        reject?(CancellablePromiseError.cancelled)
+        guard let taken = parts.withLock({ $0.take() }) else { return }
+        taken.task.cancel()
+        taken.reject?(CancellablePromiseError.cancelled)
     }
 
     static func attachment(_ task: (any Cancellable)?, reject: ((Error) -> Void)?) -> PromiseCancellation? {

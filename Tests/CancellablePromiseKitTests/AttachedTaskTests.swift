@@ -106,6 +106,21 @@ final class AttachedTaskTests: XCTestCase {
         XCTAssertEqual(inner.error as? CancellablePromiseError, .cancelled, "rejected through `reject`")
     }
 
+    func testTheTaskIsCancelledOnceHoweverManyChainsReachIt() {
+        let task = TokenCancellableSpy()
+        let (promise, _) = Promise<Int>.pending()
+        promise.setCancellable(task)
+        let chains = (0..<3).map { _ in
+            let (head, resolver) = CancellablePromise<Int>.pending()
+            let chain = head.then(on: nil) { _ in promise }
+            resolver.fulfill(0)
+            return chain
+        }
+        for chain in chains { chain.cancel() }
+        promise.cancellize().cancel()
+        XCTAssertEqual(task.cancelCount, 1)
+    }
+
     // MARK: Guarantee(cancellable:resolver:) and setCancellable
 
     func testGuaranteeMadeWithACancellableStopsItsTaskAndStaysPending() {
