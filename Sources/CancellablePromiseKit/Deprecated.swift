@@ -95,8 +95,8 @@ extension Guarantee {
     }
 }
 
-/// CancelForPromiseKit's cancellable timer: `after(seconds:).cancellize()` (cancelling stops
-/// the timer and rejects the promise).
+/// CancelForPromiseKit's cancellable timer: `after(seconds:).cancellize()`, fulfilled on a
+/// global queue (cancelling stops the timer and rejects the promise).
 @available(*, deprecated, message: "use after(seconds:).cancellize()")
 public func cancellableAfter(seconds: TimeInterval) -> CancellablePromise<Void> {
     after(seconds: seconds).cancellize()
@@ -167,7 +167,8 @@ extension CancelContext {
 
 extension CancellablePromise {
     /// PromiseKit 7's name for `then` with a body returning a plain thenable: here `then`
-    /// accepts it.
+    /// accepts it. `body` runs on `on` (default `conf.Q.map`) and never starts once the chain
+    /// is cancelled; the thenable's attached task, if any, is cancelled with the chain.
     @available(*, deprecated, renamed: "then(on:flags:_:)")
     public func cancellableThen<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
@@ -178,7 +179,8 @@ extension CancellablePromise {
     }
 
     /// PromiseKit 7's name for `recover` with a body returning a plain thenable: here
-    /// `recover` accepts it (and never runs for the chain's own cancellation).
+    /// `recover` accepts it. `body` runs on `on` (default `conf.Q.map`) and never runs for the
+    /// chain's own cancellation.
     @available(*, deprecated, renamed: "recover(on:flags:policy:_:)")
     public func cancellableRecover<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
@@ -192,6 +194,7 @@ extension CancellablePromise {
 
 extension CancellablePromise where T: Sequence {
     /// PromiseKit 7's name for `thenMap` with a transform returning a plain thenable.
+    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
     @available(*, deprecated, renamed: "thenMap(on:flags:_:)")
     public func cancellableThenMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
@@ -202,6 +205,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// PromiseKit 7's name for `thenFlatMap` with a transform returning a plain thenable.
+    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
     @available(*, deprecated, renamed: "thenFlatMap(on:flags:_:)")
     public func cancellableThenFlatMap<U: Thenable>(
         on: DispatchQueue? = conf.Q.map,
@@ -215,6 +219,9 @@ extension CancellablePromise where T: Sequence {
 // MARK: - Combinators
 
 /// PromiseKit 7's name for the two-input `when(fulfilled:_:)` of cancellable promises.
+/// Settles on the thread that settles the last (or the rejecting) input; cancelling the
+/// result rejects it and leaves the inputs alone, as `when` without `autoCancel` does. The
+/// three- to five-input forms below behave the same.
 @available(*, deprecated, renamed: "when(fulfilled:_:)")
 public func cancellableWhen<U, V>(
     fulfilled pu: CancellablePromise<U>, _ pv: CancellablePromise<V>
@@ -254,7 +261,8 @@ public func cancellableWhen<T>(fulfilled promises: [CancellablePromise<T>]) -> C
     when(fulfilled: promises)
 }
 
-/// `race` of cancellable promises under a `cancellable` prefix.
+/// `race` of cancellable promises under a `cancellable` prefix: settles as the first input
+/// settles, on its thread; cancelling the result leaves the inputs alone.
 @available(*, deprecated, renamed: "race(_:)")
 public func cancellableRace<T>(_ promises: CancellablePromise<T>...) -> CancellablePromise<T> {
     race(promises)
