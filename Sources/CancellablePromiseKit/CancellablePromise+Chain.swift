@@ -310,7 +310,9 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
-        CancellablePromise(self).then(on: on, flags: flags, body)
+        // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
+        CancellablePromise<T>(member: asPromise().mirror(), context: CancelContext(), cancel: nil)
+            .then(on: on, flags: flags, body)
     }
 }
 

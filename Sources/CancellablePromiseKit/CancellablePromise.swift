@@ -125,11 +125,39 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         if let inner { entry.link(inner) }
     }
 
-    /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
-    /// default). Cancelling it rejects it; `bridge` itself is not affected.
+    /// Makes a cancellable promise bound to `bridge`, in `cancelContext` (a new context by
+    /// default): the same operation as `bridge.cancellize(cancelContext:)`, which returns a
+    /// promise made by this initialiser.
+    ///
+    /// - A `Promise` whose producer attached its task (`after`, PromiseFoundation's URLSession,
+    ///   Process and NotificationCenter promises, `Promise(cancellable:resolver:)`): cancelling
+    ///   calls the task's cancel function, synchronously on the cancelling thread, and rejects
+    ///   `bridge` itself with the cancellation error.
+    /// - A `Guarantee` with an attached task: cancelling stops the task and rejects the new
+    ///   promise; the guarantee cannot reject and stays pending.
+    /// - A `CancellablePromise`: the new promise is a step of its chain (in its context, joined
+    ///   with `cancelContext` if given), so cancelling either cancels both.
+    /// - Any other thenable: cancelling rejects the new promise only; `bridge` and its work go
+    ///   on.
     @inlinable
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
-        self.init(member: bridge.asPromise().mirror(), context: cancelContext ?? CancelContext(), cancel: nil)
+        if let chain = bridge as? CancellablePromise<T> {
+            if let cancelContext, cancelContext !== chain.cancelContext { cancelContext.join(chain.cancelContext) }
+            self.init(member: chain.promise.mirror(), context: chain.cancelContext, entry: chain.nextEntry())
+            return
+        }
+        let context = cancelContext ?? CancelContext()
+        if let guarantee = bridge as? Guarantee<T> {
+            let task = guarantee.promise.attachedCancellation
+            self.init(member: guarantee.promise.mirror(), context: context, cancel: task?.cancel)
+            return
+        }
+        let source = bridge.asPromise()
+        if let task = source.attachedCancellation {
+            self.init(member: source, context: context, cancel: task.cancel)
+        } else {
+            self.init(member: source.mirror(), context: context, cancel: nil)
+        }
     }
 
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
@@ -289,15 +317,7 @@ extension Thenable {
             }
             return cancellable
         }
-        if let guarantee = self as? Guarantee<T> {
-            return guarantee.cancellize(cancelContext: cancelContext)
-        }
-        let source = asPromise()
-        let context = cancelContext ?? CancelContext()
-        if let task = source.attachedCancellation {
-            return CancellablePromise(member: source, context: context, cancel: task.cancel)
-        }
-        return CancellablePromise(source, cancelContext: context)
+        return CancellablePromise(self, cancelContext: cancelContext)
     }
 }
 
@@ -314,9 +334,7 @@ extension Guarantee {
     /// `after`) is stopped.
     @inlinable
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
-        let task = promise.attachedCancellation
-        return CancellablePromise(
-            member: promise.mirror(), context: cancelContext ?? CancelContext(), cancel: task?.cancel)
+        CancellablePromise(self, cancelContext: cancelContext)
     }
 
     /// A cancellable promise for this guarantee; see `cancellize()`.

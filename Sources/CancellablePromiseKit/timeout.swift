@@ -34,7 +34,9 @@ public struct PromiseTimeoutError: Error, CancellableError, Sendable, Equatable,
 extension PromiseTimeoutError: CustomStringConvertible, LocalizedError {
     /// "The promise timed out after 2.5 seconds".
     public var description: String {
-        "The promise timed out after \(seconds) second\(seconds == 1 ? "" : "s")"
+        // NaN: `PMKError.timedOut`, a timeout of no particular duration.
+        guard !seconds.isNaN else { return "The promise timed out" }
+        return "The promise timed out after \(seconds) second\(seconds == 1 ? "" : "s")"
     }
 
     /// The same as `description`.

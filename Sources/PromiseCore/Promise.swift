@@ -591,3 +591,27 @@ import Foundation
 #else
 @inline(__always) var isMainThread: Bool { false }
 #endif
+
+// MARK: - A task attached through public API
+
+extension Promise {
+    /// Attaches `cancellation` (or, with `nil`, removes an attached task) like
+    /// `attachCancellation(_:)`, but only while the promise is pending and not governed by
+    /// anything other than a producer's task: a promise of a cancellable chain keeps its place
+    /// in the chain. Returns whether it changed anything. For `CancellablePromiseKit`'s public
+    /// `setCancellable(_:reject:)`, which may be called on any promise.
+    @discardableResult
+    package final func attachCancellationIfUnowned(_ cancellation: PromiseCancellation?) -> Bool {
+        lock()
+        guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
+            unlock()
+            return false
+        }
+        let previous = attachment
+        attachment = cancellation
+        unlock()
+        // Released outside the lock: the previous task's closure may capture anything.
+        withExtendedLifetime(previous) {}
+        return true
+    }
+}

@@ -216,6 +216,14 @@ final class URLSessionPromiseTests: XCTestCase {
         )
     }
 
+    func testTheCancellablePromiseInitialiserCancelsTheRequestAsCancellizeDoes() throws {
+        // `CancellablePromise(promise)` is `promise.cancellize()` (PromiseKit 7: "bound to the
+        // provided Thenable"), so cancelling it closes the connection too.
+        _ = try measureCancel(id: freshID()) { url in
+            CancellablePromise(session.dataTask(.promise, with: url))
+        }
+    }
+
     func testCancellingAValidatedPromiseStillCancelsTheRequest() throws {
         _ = try measureCancel(id: freshID()) { url in
             session.dataTask(.promise, with: url).validate().cancellize()
