@@ -31,6 +31,7 @@ let package = Package(
         .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport", "TestSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),
+        .testTarget(name: "PromiseTestingTests", dependencies: ["PromiseTesting", "TestSupport"]),
         .testTarget(
             name: "PromiseFoundationTests",
             dependencies: ["PromiseFoundation", "TestSupport"],
