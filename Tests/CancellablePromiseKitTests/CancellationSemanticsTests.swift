@@ -93,11 +93,13 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: after, firstly, when, race are cancellable
 
     func testPrimitivesAreCancellable() {
-        let timer = after(seconds: 30).cancellize()
+        let scheduler = TestScheduler()
+        let timer = after(seconds: 30, scheduler: scheduler).cancellize()
         let first = firstly { timer }
-        let both = when(fulfilled: [first, after(seconds: 30).cancellize()], autoCancel: true)
-        let raced = race([both.asVoid(), after(seconds: 30).cancellize()], autoCancel: true)
+        let both = when(fulfilled: [first, after(seconds: 30, scheduler: scheduler).cancellize()], autoCancel: true)
+        let raced = race([both.asVoid(), after(seconds: 30, scheduler: scheduler).cancellize()], autoCancel: true)
         raced.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "every timer was unscheduled")
         XCTAssertTrue(raced.isRejected)
         XCTAssertTrue(both.isRejected)
         XCTAssertTrue(timer.isRejected)

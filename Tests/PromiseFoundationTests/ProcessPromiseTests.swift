@@ -155,8 +155,10 @@ final class ProcessPromiseTests: XCTestCase {
 
     func testTimeoutTerminatesTheProcess() throws {
         let child = process("/bin/sleep", "30")
-        let timed = child.run(.promise).cancellize().timeout(seconds: 0.2)
-        let error = try XCTUnwrap(waitForResult(timed)?.rejectedError as? PromiseTimeoutError)
+        let scheduler = TestScheduler()
+        let timed = child.run(.promise).cancellize().timeout(seconds: 0.2, scheduler: scheduler)
+        scheduler.advance(by: 0.2)
+        let error = try XCTUnwrap(timed.error as? PromiseTimeoutError)
         XCTAssertEqual(error.seconds, 0.2)
         child.waitUntilExit()
         XCTAssertEqual(child.terminationReason, .uncaughtSignal)
