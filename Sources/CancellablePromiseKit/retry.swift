@@ -187,14 +187,14 @@ public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringCon
 /// thread that advances its time) or, when there is no wait, on the thread that rejected the
 /// previous attempt. An attempt that failed synchronously, while it was being started, is
 /// followed by the next one on `queue` or, without one, handed to `scheduler` with no delay (a
-/// ``DispatchScheduler``, the default included, runs it on its queue; a `TestScheduler` when
+/// `DispatchScheduler`, the default included, runs it on its queue; a `TestScheduler` when
 /// its time is next advanced or run), never on the thread that started it: no thread runs
 /// attempts in a loop, so `retry(maxAttempts: .max)` of attempts that fail at once ("retry
 /// until cancelled") returns its promise at once and stops when it is cancelled. The returned
 /// promise settles on the thread that settled the last attempt (or cancelled it); handlers
 /// chained to it run where their `on:` says.
 ///
-/// **Time.** Waits are measured and timed by `scheduler`, ``DispatchScheduler/global`` (the
+/// **Time.** Waits are measured and timed by `scheduler`, `DispatchScheduler.global` (the
 /// wall clock) by default. With a `TestScheduler` (the `PromiseTesting` library) a test drives
 /// the waits with `advance(by:)` and never waits for real: see "Testing time-based code".
 ///

@@ -48,7 +48,7 @@ extension Thenable {
     /// ``PromiseTimeoutError`` if this one has not settled after `seconds`.
     ///
     /// The returned promise settles on the thread that settles this one, or where `scheduler`
-    /// runs its work when the deadline passes (the default, ``DispatchScheduler/global``: a
+    /// runs its work when the deadline passes (the default, `DispatchScheduler.global`: a
     /// global queue; a `TestScheduler`: the thread that advances its time); handlers added to it
     /// run where their `on:` says. The timer is unscheduled and released as soon as this
     /// promise settles.

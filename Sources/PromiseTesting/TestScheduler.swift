@@ -13,13 +13,13 @@ import PromiseCore
 // dropped when it reaches the top.
 
 /// A scheduler with virtual time, for testing code that waits (`after`, `timeout`, `retry`'s
-/// delays, anything that takes a ``PromiseScheduler``) without waiting.
+/// delays, anything that takes a `PromiseScheduler`) without waiting.
 ///
-/// Time stands still until the test moves it: ``advance(by:)`` and ``advance(to:)`` move
-/// ``now`` forward and run the work that falls due, in time order (items due at the same time
+/// Time stands still until the test moves it: `advance(by:)` and `advance(to:)` move
+/// `now` forward and run the work that falls due, in time order (items due at the same time
 /// in the order they were scheduled), **synchronously, on the calling thread**, each with
-/// ``now`` set to its due time. Work scheduled while advancing runs in the same call if it
-/// falls due before the target time. ``run()`` runs everything until nothing is scheduled.
+/// `now` set to its due time. Work scheduled while advancing runs in the same call if it
+/// falls due before the target time. `run()` runs everything until nothing is scheduled.
 ///
 /// ```swift
 /// let scheduler = TestScheduler()
@@ -35,12 +35,12 @@ import PromiseCore
 /// code under test, or look at the promise itself (`value`, `error`, `isPending`) after
 /// advancing, which settles synchronously.
 ///
-/// Thread-safe: schedule, cancel and read ``now`` from any thread. No lock is held while work
+/// Thread-safe: schedule, cancel and read `now` from any thread. No lock is held while work
 /// runs. Advance from one thread at a time: two threads advancing at once run the due work
 /// between them, each item once, but not in one time order.
 ///
-/// Cancelling a scheduled item (``ScheduledWork/cancel()``) removes it and releases its closure
-/// at once, on the cancelling thread; ``pendingCount`` no longer counts it. The scheduler
+/// Cancelling a scheduled item (`ScheduledWork/cancel()`) removes it and releases its closure
+/// at once, on the cancelling thread; `pendingCount` no longer counts it. The scheduler
 /// holds its items' closures until they run or are cancelled; an item holds the scheduler
 /// weakly.
 public final class TestScheduler: PromiseScheduler {
@@ -52,8 +52,8 @@ public final class TestScheduler: PromiseScheduler {
         state = Locked(State(now: Nanoseconds(seconds: now)))
     }
 
-    /// The virtual time, in seconds: where the last ``advance(by:)``, ``advance(to:)`` or
-    /// ``run()`` left it, or the due time of the item running now.
+    /// The virtual time, in seconds: where the last `advance(by:)`, `advance(to:)` or
+    /// `run()` left it, or the due time of the item running now.
     public var now: TimeInterval {
         state.withLock { $0.now.seconds }
     }
@@ -68,10 +68,10 @@ public final class TestScheduler: PromiseScheduler {
         state.withLock { $0.nextDue()?.seconds }
     }
 
-    /// Schedules `work` to run `seconds` after ``now``, when the scheduler's time reaches it.
+    /// Schedules `work` to run `seconds` after `now`, when the scheduler's time reaches it.
     ///
-    /// Zero or a negative `seconds` means now: the work runs at the next ``advance(by:)`` (even
-    /// `advance(by: 0)`), ``advance(to:)`` or ``run()``, never inside this call. An infinite or
+    /// Zero or a negative `seconds` means now: the work runs at the next `advance(by:)` (even
+    /// `advance(by: 0)`), `advance(to:)` or `run()`, never inside this call. An infinite or
     /// NaN `seconds` means never: nothing is scheduled and `work` is released at once.
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
         guard seconds < .infinity else { return NeverScheduledWork() }
@@ -81,10 +81,10 @@ public final class TestScheduler: PromiseScheduler {
     }
 
     /// Moves time forward by `seconds`, running every item that falls due on the way (see
-    /// ``advance(to:)``).
+    /// `advance(to:)`).
     ///
     /// `seconds` must be zero or more and finite: a negative or NaN duration stops the program
-    /// with a precondition failure naming it (time does not go back; use ``run()`` to run
+    /// with a precondition failure naming it (time does not go back; use `run()` to run
     /// everything). `advance()` (zero) runs what is due now.
     public func advance(by seconds: TimeInterval = 0) {
         precondition(
@@ -94,17 +94,17 @@ public final class TestScheduler: PromiseScheduler {
         advance(toNanoseconds: target)
     }
 
-    /// Moves time forward by `interval` (see ``advance(by:)``). `.never` is a precondition
-    /// failure: use ``run()``.
+    /// Moves time forward by `interval` (see `advance(by:)`). `.never` is a precondition
+    /// failure: use `run()`.
     public func advance(by interval: DispatchTimeInterval) {
         advance(by: interval.promiseSeconds)
     }
 
     /// Moves time forward to `time`, running every item due at or before it, in time order,
-    /// synchronously on this thread, each with ``now`` set to its due time; then sets ``now``
+    /// synchronously on this thread, each with `now` set to its due time; then sets `now`
     /// to `time`. Items scheduled while this runs are run too if they fall due by `time`.
     ///
-    /// `time` must be finite and not before ``now``: otherwise a precondition failure names it.
+    /// `time` must be finite and not before `now`: otherwise a precondition failure names it.
     public func advance(to time: TimeInterval) {
         precondition(time.isFinite, "TestScheduler.advance(to:) needs a finite time, got \(time)")
         let target = Nanoseconds(seconds: time)
@@ -114,7 +114,7 @@ public final class TestScheduler: PromiseScheduler {
         advance(toNanoseconds: target)
     }
 
-    /// Runs every pending item in time order, moving ``now`` to each one's due time, until
+    /// Runs every pending item in time order, moving `now` to each one's due time, until
     /// nothing is scheduled, including the items scheduled meanwhile. Work that always
     /// schedules more work (a timer that re-arms itself) makes this call never return: advance
     /// by a duration instead.
