@@ -182,7 +182,9 @@ extension Process {
     }
 
     /// Attaches this (running) process to `promise`: cancelling terminates it.
-    private func attachTermination<T>(to promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler) {
+    private func attachTermination<T>(
+        to promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler
+    ) {
         let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter, scheduler: scheduler)
         promise.attachCancellation(PromiseCancellation { box.terminate() })
     }

@@ -116,7 +116,9 @@ final class TestingTimeArticleTests: XCTestCase {
         let model = SearchModel(
             search: { text in
                 searched.append(text)
-                return after(seconds: 0.5, scheduler: scheduler).cancellize().map(on: nil) { ["\(text) 1", "\(text) 2"] }
+                return after(seconds: 0.5, scheduler: scheduler).cancellize().map(on: nil) {
+                    ["\(text) 1", "\(text) 2"]
+                }
             },
             scheduler: scheduler, queue: nil)
 
