@@ -383,7 +383,7 @@ final class CancellationGraphTests: XCTestCase {
             .tap(on: nil) { _ in events.withLock { $0.append("tap 2") } }
             .ensure(on: nil) { events.withLock { $0.append("ensure 3") } }
         tail.cancel()
-        waitUntilSettled(tail)
+        _ = waitForResult(tail)
         XCTAssertEqual(events.withLock { $0 }, ["ensure 1", "tap 2", "ensure 3"])
         XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
     }

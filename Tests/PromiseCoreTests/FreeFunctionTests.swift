@@ -43,7 +43,7 @@ final class FreeFunctionTests: XCTestCase {
         let start = DispatchTime.now()
         let g = after(seconds: 0.05)
         XCTAssertTrue(g.isPending)
-        XCTAssertNotNil(settled(g, timeout: 5))
+        XCTAssertNotNil(waitForResult(g, seconds: 5))
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         XCTAssertGreaterThanOrEqual(elapsed, 0.05)
         XCTAssertLessThan(elapsed, 2.05)
@@ -51,8 +51,8 @@ final class FreeFunctionTests: XCTestCase {
 
     // Real time: the default scheduler is the wall clock.
     func testAfterIntervalOnTheDefaultSchedulerFires() {
-        XCTAssertNotNil(settled(after(.milliseconds(10)), timeout: 5))
-        XCTAssertNotNil(settled(after(seconds: -1), timeout: 5), "a negative delay fires at once")
+        XCTAssertNotNil(waitForResult(after(.milliseconds(10)), seconds: 5))
+        XCTAssertNotNil(waitForResult(after(seconds: -1), seconds: 5), "a negative delay fires at once")
     }
 
     func testAfterResolvesExactlyAtItsDeadlineOnTheSchedulersThread() {
@@ -176,19 +176,19 @@ final class FreeFunctionTests: XCTestCase {
             onQueue.withLock { $0 = q.isCurrent }
             return 5
         }
-        XCTAssertEqual(value(p), 5)
+        XCTAssertEqual(waitForValue(p), 5)
         XCTAssertTrue(onQueue.withLock { $0 })
     }
 
     func testAsyncPromiseThrowingRejects() {
         let p = DispatchQueue.global().async(.promise) { () throws -> Int in throw TestError(code: 2) }
-        XCTAssertEqual(error(p) as? TestError, TestError(code: 2))
+        XCTAssertEqual(waitForError(p) as? TestError, TestError(code: 2))
     }
 
     func testAsyncPromiseWithANonThrowingBodyGivesAGuarantee() {
         let q = TaggedQueue("async.guarantee")
         let g: Guarantee<Bool> = q.queue.async(.promise) { q.isCurrent }
-        XCTAssertEqual(value(g), true)
+        XCTAssertEqual(waitForValue(g), true)
     }
 
     func testAsyncPromiseHonoursTheGroup() {

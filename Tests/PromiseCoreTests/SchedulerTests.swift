@@ -75,7 +75,7 @@ final class SchedulerTests: XCTestCase {
 
     func testAfterOnAClockScheduler() throws {
         guard #available(macOS 13, iOS 16, tvOS 16, watchOS 9, *) else { throw XCTSkip("no Clock") }
-        XCTAssertNotNil(settled(after(seconds: 0.01, scheduler: ClockScheduler(SuspendingClock())), timeout: 5))
+        XCTAssertNotNil(waitForResult(after(seconds: 0.01, scheduler: ClockScheduler(SuspendingClock())), seconds: 5))
     }
 }
 
