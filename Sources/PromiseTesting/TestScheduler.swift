@@ -140,8 +140,10 @@ public final class TestScheduler: PromiseScheduler {
 // MARK: - Items
 
 /// The handle of a scheduled item.
-private final class Item: ScheduledWork {
-    private weak let scheduler: TestScheduler?
+private final class Item: ScheduledWork, @unchecked Sendable {
+    // @unchecked: `scheduler` is written once, in `init`, and only loaded afterwards (the
+    // runtime loads weak references atomically).
+    private weak var scheduler: TestScheduler?
     private let number: UInt64
 
     init(scheduler: TestScheduler, number: UInt64) {
