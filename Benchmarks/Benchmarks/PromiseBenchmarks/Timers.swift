@@ -18,6 +18,22 @@ func registerTimerBenchmarks() {
         }
     }
 
+    // The same timer behind a hand-made cancellable promise: a pending promise wrapped with a
+    // cancel closure that cancels the timer, then cancelled. What a timer costs once it is a
+    // cancellable promise, before anything the library adds.
+    Benchmark("base_dispatch_timer_cancellable", configuration: configuration()) { _ in
+        for _ in 0..<batch {
+            let (pending, resolver) = Promise<Void>.pending()
+            let source = DispatchSource.makeTimerSource(queue: .global())
+            source.setEventHandler { resolver.fulfill(()) }
+            source.schedule(deadline: .now() + 60)
+            source.activate()
+            let promise = CancellablePromise(using: pending) { source.cancel() }
+            promise.cancel()
+            precondition(promise.isRejected)
+        }
+    }
+
     // `after(seconds:)` made cancellable and cancelled: its timer is unscheduled.
     Benchmark("timer_after_cancel", configuration: configuration()) { _ in
         for _ in 0..<batch {
