@@ -298,6 +298,23 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(attempts.cancelCount, 0, "the failed attempt had settled: nothing to cancel")
     }
 
+    // Real time: the default scheduler's dispatch timer, cancelled, releases the retry at once.
+    func testCancelDuringADelayOnTheDefaultSchedulerReleasesEverythingAtOnce() {
+        weak var machinery: DeinitProbe?
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            result = retry(maxAttempts: 5, delay: .fixed(600), lifetimeProbe: probe) { attempt -> Promise<Int> in
+                Promise(error: Flaky(attempt: attempt))
+            }
+        }
+        XCTAssertNotNil(machinery, "the 600 s wait holds the retry")
+        result!.cancel()
+        XCTAssertNil(machinery, "the dispatch timer was cancelled and released the retry")
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+    }
+
     func testCancelWhileTheBodyRunsCancelsWhatItReturns() {
         let (first, firstResolver) = Promise<Int>.pending()
         let cancelled = Counter()
