@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "PromiseCore", targets: ["PromiseCore"]),
         .library(name: "CancellablePromiseKit", targets: ["CancellablePromiseKit"]),
         .library(name: "PromiseFoundation", targets: ["PromiseFoundation"]),
+        // Virtual time for tests of time-based code (`TestScheduler`); no XCTest dependency.
+        .library(name: "PromiseTesting", targets: ["PromiseTesting"]),
         .executable(name: "Example", targets: ["Example"]),
     ],
     targets: [
@@ -16,6 +18,7 @@ let package = Package(
         .target(name: "PromiseCore", dependencies: ["CPromiseLock"]),
         .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore"]),
         .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
+        .target(name: "PromiseTesting", dependencies: ["PromiseCore"]),
         .target(
             name: "ExampleSupport",
             dependencies: ["CancellablePromiseKit", "PromiseFoundation"],
@@ -24,10 +27,11 @@ let package = Package(
         .executableTarget(
             name: "Example", dependencies: ["CancellablePromiseKit", "ExampleSupport"], path: "Example/CLI"),
         // Helpers the test targets share: thread-safe boxes, waiting (not a product).
-        .target(name: "TestSupport", dependencies: ["PromiseCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["PromiseCore", "PromiseTesting"], path: "Tests/TestSupport"),
         .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport", "TestSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),
+        .testTarget(name: "PromiseTestingTests", dependencies: ["PromiseTesting", "TestSupport"]),
         .testTarget(
             name: "PromiseFoundationTests",
             dependencies: ["PromiseFoundation", "TestSupport"],

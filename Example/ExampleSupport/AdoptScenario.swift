@@ -24,7 +24,7 @@ public enum AdoptScenario {
     static func login(timeline: Timeline) -> Promise<Int> {
         Promise { seal in
             timeline.log("login", .started, "started (plain Promise, takes 50 ms)")
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
+            timeline.schedule(after: 50) {
                 timeline.log("login", .finished, "finished: user 42")
                 seal.fulfill(42)
             }
@@ -36,7 +36,7 @@ public enum AdoptScenario {
     static func fetchProfile(user: Int, timeline: Timeline) -> Promise<String> {
         Promise { seal in
             timeline.log("fetch profile", .started, "started (plain Promise, takes 300 ms)")
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) {
+            timeline.schedule(after: 300) {
                 timeline.log(
                     "fetch profile", .finished,
                     "finished anyway: a plain Promise's work cannot be stopped; result discarded")
@@ -70,20 +70,20 @@ public enum AdoptScenario {
 
         // A Guarantee from a producer that attaches its task (`after`): joined to the same
         // context, so cancelling the chain stops the timer itself.
-        let keepAlive = after(.milliseconds(400))
+        let keepAlive = timeline.after(milliseconds: 400)
         keepAlive.done(on: nil) { timeline.log("keep-alive", .finished, "timer fired") }
         timeline.log("keep-alive", .started, "timer started (fires after 400 ms), joined to the chain's CancelContext")
         keepAlive.cancellize(cancelContext: chain.cancelContext).catch(on: nil, policy: .allErrors) { error in
             timeline.log("keep-alive", .rejectedByCancel, "timer stopped; its promise rejected: \(describe(error))")
         }
 
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(cancelAfter)) {
+        timeline.schedule(after: cancelAfter) {
             timeline.log("other thread", .cancelRequested, "the screen closes: screenBag.cancelAll()")
             screen.cancelAll()
             timeline.log("other thread", .note, "cancelAll() returned; chain.isRejected: \(chain.isRejected)")
         }
 
-        return endOfScenario(after: 520) {
+        return endOfScenario(after: 520, timeline: timeline) {
             let events = timeline.events
             let bodies = events.filter { $0.kind == .body }.count
             let timerFired = events.contains { $0.subject == "keep-alive" && $0.kind == .finished }

@@ -60,7 +60,7 @@ public enum MirrorsScenario {
         }
 
         let slowest = mirrors.map(\.latency).max() ?? 0
-        return endOfScenario(after: slowest + 60) {
+        return endOfScenario(after: slowest + 60, timeline: timeline) {
             let answered = Set(timeline.events.filter { $0.kind == .finished }.map(\.subject))
             let stopped = timeline.events.filter { $0.kind == .cancelHandler }.map(\.subject)
             let stillRan = stopped.filter { answered.contains($0) }

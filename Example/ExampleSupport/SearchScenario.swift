@@ -40,7 +40,7 @@ public enum SearchScenario {
     static func search(_ text: String, timeline: Timeline) -> CancellablePromise<[String]> {
         let subject = "\"\(text)\""
         return retry(
-            maxAttempts: 4, delay: backoff,
+            maxAttempts: 4, delay: backoff, scheduler: timeline.scheduler,
             if: { error in
                 let retryable = error is SimulatedFailure
                 if retryable {
@@ -56,12 +56,11 @@ public enum SearchScenario {
         }
     }
 
-    /// Types the keystrokes on timer queues; resolves once every search is over.
+    /// Types the keystrokes on the timeline's clock; resolves once every search is over.
     public static func run(timeline: Timeline) -> Guarantee<Void> {
         let searches = LatestWins()
-        let start = DispatchTime.now()
         for (text, at) in keystrokes {
-            DispatchQueue.global().asyncAfter(deadline: start + .milliseconds(at)) {
+            timeline.schedule(after: at) {
                 let subject = "\"\(text)\""
                 let cancels = text == keystrokes[0].text ? "" : " (cancels the previous search first)"
                 timeline.log(
@@ -78,7 +77,7 @@ public enum SearchScenario {
             }
         }
 
-        return endOfScenario(after: 650) {
+        return endOfScenario(after: 650, timeline: timeline) {
             withExtendedLifetime(searches) {}
             let events = timeline.events
             let stale = keystrokes.dropLast().map { "\"\($0.text)\"" }

@@ -8,8 +8,8 @@ public struct SimulatedFailure: Error, CustomStringConvertible, Sendable {
     public let description: String
 }
 
-/// Simulated cancellable work: it finishes after `milliseconds` on a timer (a global queue)
-/// unless it is cancelled first. It has the shape of every real cancellable task — a download,
+/// Simulated cancellable work: it finishes after `milliseconds` on a timer of the timeline's
+/// clock unless it is cancelled first. It has the shape of every real cancellable task — a download,
 /// a query, a render: start the work, return the function that stops it.
 func simulatedWork<T: Sendable>(
     _ name: String,
@@ -22,7 +22,7 @@ func simulatedWork<T: Sendable>(
         let startedAt = timeline.now
         let outcome = failure == nil ? "takes \(milliseconds) ms" : "fails after \(milliseconds) ms"
         timeline.log(name, .started, "started (\(outcome))")
-        let work = DispatchWorkItem {
+        let work = timeline.schedule(after: milliseconds) {
             if let failure {
                 timeline.log(name, .failed, "failed: \(failure)")
                 resolver.reject(SimulatedFailure(description: failure))
@@ -31,7 +31,6 @@ func simulatedWork<T: Sendable>(
                 resolver.fulfill(value)
             }
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds), execute: work)
         // The cancel function: called once, on the thread that calls `cancel()`, only while the
         // promise is still pending.
         return {
@@ -43,13 +42,10 @@ func simulatedWork<T: Sendable>(
     }
 }
 
-/// Resolves after `milliseconds` on a global queue, then runs `body` (the scenario's last
+/// Resolves after `milliseconds` on the timeline's clock, then runs `body` (the scenario's last
 /// words). Scenarios end with it so that work that was *not* stopped has time to show up.
-func endOfScenario(after milliseconds: Int, _ body: @escaping @Sendable () -> Void) -> Guarantee<Void> {
-    Guarantee<Void> { seal in
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
-            body()
-            seal(())
-        }
-    }
+func endOfScenario(
+    after milliseconds: Int, timeline: Timeline, _ body: @escaping @Sendable () -> Void
+) -> Guarantee<Void> {
+    timeline.after(milliseconds: milliseconds).map(on: nil) { body() }
 }

@@ -49,12 +49,12 @@ public enum SubtasksScenario {
             timeline.log("report", .outcome, "rejected: \(describe(error)) (isCancelled: \(error.isCancelled))")
         }
 
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(cancelAfter)) {
+        timeline.schedule(after: cancelAfter) {
             timeline.log("caller", .cancelRequested, "report.cancel()")
             report.cancel()
         }
 
-        return endOfScenario(after: 800) {
+        return endOfScenario(after: 800, timeline: timeline) {
             let events = timeline.events
             let started = events.filter { $0.kind == .started }.map(\.subject)
             let finished = Set(events.filter { $0.kind == .finished }.map(\.subject))

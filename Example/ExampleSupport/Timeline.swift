@@ -1,3 +1,4 @@
+import CancellablePromiseKit
 import Dispatch
 import Foundation
 
@@ -52,25 +53,47 @@ func describe(_ error: Error) -> String {
     return text.hasPrefix(type) ? text : "\(type).\(text)"
 }
 
-/// Collects a scenario's events in order and hands each one to a sink as it happens.
+/// Collects a scenario's events in order and hands each one to a sink as it happens, and is
+/// the scenario's clock: every delay of a scenario (simulated work, timers, keystrokes, the
+/// end) is scheduled on ``scheduler``.
 ///
 /// Thread-safe: tasks log from timer queues, cancel handlers from whichever thread calls
 /// `cancel()`. The sink is called under the timeline's lock, so lines never interleave and
 /// ``events`` has them in the order the sink saw them.
 public final class Timeline: @unchecked Sendable {
-    private let start = DispatchTime.now()
+    /// The clock of the scenario: the wall clock when the example runs, a test scheduler's
+    /// virtual time in tests.
+    public let scheduler: any PromiseScheduler
+    private let start: TimeInterval
     private let lock = NSLock()
     private var recorded: [TimelineEvent] = []
     private let sink: @Sendable (TimelineEvent) -> Void
 
-    /// A timeline that passes every event to `sink` (by default: nowhere; read ``events``).
-    public init(sink: @escaping @Sendable (TimelineEvent) -> Void = { _ in }) {
+    /// A timeline on `scheduler`'s clock that passes every event to `sink` (by default:
+    /// nowhere; read ``events``).
+    public init(
+        scheduler: any PromiseScheduler = DispatchScheduler.global,
+        sink: @escaping @Sendable (TimelineEvent) -> Void = { _ in }
+    ) {
+        self.scheduler = scheduler
+        self.start = scheduler.now
         self.sink = sink
     }
 
     /// Milliseconds since the timeline was created.
     public var now: Int {
-        Int((DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1_000_000)
+        Int(((scheduler.now - start) * 1_000).rounded(.down))
+    }
+
+    /// Runs `work` after `milliseconds` on the scenario's clock.
+    @discardableResult
+    func schedule(after milliseconds: Int, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+        scheduler.schedule(after: Double(milliseconds) / 1_000, work)
+    }
+
+    /// A guarantee resolved after `milliseconds` on the scenario's clock.
+    func after(milliseconds: Int) -> Guarantee<Void> {
+        CancellablePromiseKit.after(seconds: Double(milliseconds) / 1_000, scheduler: scheduler)
     }
 
     /// Records an event at the current time.

@@ -20,7 +20,7 @@ import PromiseCore
 
 // MARK: - Delay policy
 
-/// How long ``retry(maxAttempts:delay:on:if:_:)`` waits after a failed attempt before it starts
+/// How long ``retry(maxAttempts:delay:on:scheduler:if:_:)`` waits after a failed attempt before it starts
 /// the next one.
 ///
 /// ```swift
@@ -32,7 +32,8 @@ import PromiseCore
 ///
 /// A policy with a negative, NaN or otherwise impossible parameter is not rejected when it is
 /// made but by `retry`, which then fails with ``RetryConfigurationError/invalidDelay(_:)``
-/// without running any attempt. ``isValid`` tells in advance.
+/// without running any attempt. ``isValid`` tells in advance. (A NaN wait counts as an infinite
+/// one, as everywhere in the package, and a retry cannot wait forever.)
 public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
     enum Policy: Sendable, Equatable {
         case immediately
@@ -124,7 +125,7 @@ public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
 
 // MARK: - Bad input
 
-/// The error ``retry(maxAttempts:delay:on:if:_:)`` fails with when it is given arguments it
+/// The error ``retry(maxAttempts:delay:on:scheduler:if:_:)`` fails with when it is given arguments it
 /// cannot run with. No attempt runs then; the returned promise is already rejected.
 public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// `maxAttempts` was less than 1 (the associated value is what was passed).
@@ -181,21 +182,29 @@ public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringCon
 /// **Queues.** The first attempt runs synchronously on the calling thread, before `retry`
 /// returns; `retry` always returns after that one attempt has started, whatever it does.
 /// `shouldRetry` runs synchronously on the thread that rejected the attempt. Later attempts run
-/// on `queue` when one is given; with `nil` (the default) they run on the global queue whose
-/// timer ended the wait or, when there is no wait, on the thread that rejected the previous
-/// attempt. An attempt that failed synchronously, while it was being started, is followed by
-/// the next one on `queue` (or a global queue), never on the thread that started it: no thread
-/// runs attempts in a loop, so `retry(maxAttempts: .max)` of attempts that fail at once
-/// ("retry until cancelled") returns its promise at once and stops when it is cancelled. The
-/// returned promise settles on the thread that settled the last attempt (or cancelled it);
-/// handlers chained to it run where their `on:` says.
+/// on `queue` when one is given; with `nil` (the default) they run where `scheduler` ran the
+/// timer that ended the wait (the default scheduler: a global queue; a `TestScheduler`: the
+/// thread that advances its time) or, when there is no wait, on the thread that rejected the
+/// previous attempt. An attempt that failed synchronously, while it was being started, is
+/// followed by the next one on `queue` or, without one, handed to `scheduler` with no delay (a
+/// `DispatchScheduler`, the default included, runs it on its queue; a `TestScheduler` when
+/// its time is next advanced or run), never on the thread that started it: no thread runs
+/// attempts in a loop, so `retry(maxAttempts: .max)` of attempts that fail at once ("retry
+/// until cancelled") returns its promise at once and stops when it is cancelled. The returned
+/// promise settles on the thread that settled the last attempt (or cancelled it); handlers
+/// chained to it run where their `on:` says.
+///
+/// **Time.** Waits are measured and timed by `scheduler`, `DispatchScheduler.global` (the
+/// wall clock) by default. With a `TestScheduler` (the `PromiseTesting` library) a test drives
+/// the waits with `advance(by:)` and never waits for real: see "Testing time-based code".
 ///
 /// **Cancellation.** `cancel()` on the returned promise (or its chain) rejects it with
 /// `CancellablePromiseError.cancelled` at once and, before `cancel()` returns: cancels the
 /// running attempt — the whole chain of a `CancellablePromise` attempt, or the attached task
 /// of a `Promise` from a producer that attaches one (`after`, PromiseFoundation's URLSession
-/// and Process promises); a plain promise's work goes on and its result is ignored — and stops
-/// the wait's timer. No attempt starts afterwards, `shouldRetry` is not asked again, and
+/// and Process promises); a plain promise's work goes on and its result is ignored — and
+/// unschedules the wait's timer (or the hand-over to `scheduler`), which releases it. No
+/// attempt starts afterwards, `shouldRetry` is not asked again, and
 /// `body`, `shouldRetry` and the timer are released. (An attempt whose body another thread was
 /// already calling when `cancel()` ran is cancelled as soon as that body returns.) If the
 /// returned promise is dropped without being cancelled, the retry runs to its end.
@@ -204,6 +213,8 @@ public enum RetryConfigurationError: Error, Sendable, Equatable, CustomStringCon
 ///   - maxAttempts: the most attempts to run, the first included; at least 1.
 ///   - delay: how long to wait before each retry (``RetryDelay/immediately`` by default).
 ///   - queue: where attempts after the first run; see "Queues" above.
+///   - scheduler: the clock of the waits, and where attempts are handed over; see "Queues" and
+///     "Time" above.
 ///   - shouldRetry: whether an attempt's error is worth another attempt (every error but a
 ///     cancellation, by default).
 ///   - body: starts attempt number `attempt` (1, 2, …) and returns its promise.
@@ -211,10 +222,13 @@ public func retry<R: Thenable>(
     maxAttempts: Int,
     delay: RetryDelay = .immediately,
     on queue: DispatchQueue? = nil,
+    scheduler: any PromiseScheduler = DispatchScheduler.global,
     if shouldRetry: @escaping (Error) -> Bool = { _ in true },
     _ body: @escaping (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
-    retry(maxAttempts: maxAttempts, delay: delay, on: queue, if: shouldRetry, lifetimeProbe: nil, body)
+    retry(
+        maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
+        lifetimeProbe: nil, body)
 }
 
 /// `retry`, with `lifetimeProbe` held by the retry's machinery (its state, timer and attempt
@@ -224,6 +238,7 @@ package func retry<R: Thenable>(
     maxAttempts: Int,
     delay: RetryDelay = .immediately,
     on queue: DispatchQueue? = nil,
+    scheduler: any PromiseScheduler = DispatchScheduler.global,
     if shouldRetry: @escaping (Error) -> Bool = { _ in true },
     lifetimeProbe: AnyObject?,
     _ body: @escaping (_ attempt: Int) throws -> R
@@ -236,8 +251,8 @@ package func retry<R: Thenable>(
     }
     let (promise, resolver) = Promise<R.T>.pending()
     let machine = RetryMachine<R.T>(
-        maxAttempts: maxAttempts, delay: delay, queue: queue, resolver: resolver, shouldRetry: shouldRetry,
-        lifetimeProbe: lifetimeProbe
+        maxAttempts: maxAttempts, delay: delay, queue: queue, scheduler: scheduler, resolver: resolver,
+        shouldRetry: shouldRetry, lifetimeProbe: lifetimeProbe
     ) { attempt in
         let returned = try body(attempt)
         return (returned.asPromise(), stopFunction(of: returned))
@@ -291,14 +306,16 @@ private final class RetryMachine<T>: @unchecked Sendable {
     let maxAttempts: Int
     let delay: RetryDelay
     let queue: DispatchQueue?
+    let scheduler: any PromiseScheduler
     private let state: Locked<RetryState<T>>
     /// Released with the machine (see `retry(…lifetimeProbe:…)`).
     private let lifetimeProbe: AnyObject?
 
     init(
-        maxAttempts: Int, delay: RetryDelay, queue: DispatchQueue?, resolver: Resolver<T>,
-        shouldRetry: @escaping Predicate, lifetimeProbe: AnyObject?, body: @escaping Body
+        maxAttempts: Int, delay: RetryDelay, queue: DispatchQueue?, scheduler: any PromiseScheduler,
+        resolver: Resolver<T>, shouldRetry: @escaping Predicate, lifetimeProbe: AnyObject?, body: @escaping Body
     ) {
+        self.scheduler = scheduler
         self.lifetimeProbe = lifetimeProbe
         self.maxAttempts = maxAttempts
         self.delay = delay
@@ -308,7 +325,7 @@ private final class RetryMachine<T>: @unchecked Sendable {
 
     /// Starts attempt `attempt` on this thread. An attempt that becomes due while this one is
     /// being started (it failed synchronously, with no wait) is not started here: it is handed
-    /// to `queue` (or a global queue), so no thread, the caller of `retry` included, ever runs
+    /// to `queue` or the scheduler, so no thread, the caller of `retry` included, ever runs
     /// attempts in a loop or a recursion, and `cancel()` stops a retry of attempts that fail at
     /// once between any two of them.
     func runAttempt(_ attempt: Int) {
@@ -321,13 +338,25 @@ private final class RetryMachine<T>: @unchecked Sendable {
             settled(attempt, .rejected(error))
         }
         if let next = state.withLock({ $0.endStarting() }) {
-            hop { self.runAttempt(next) }
+            handOver(next)
         }
     }
 
-    /// Runs `body` asynchronously on `queue`, or on a global queue when there is none.
-    private func hop(_ body: @escaping @Sendable () -> Void) {
-        (queue ?? DispatchQueue.global()).async(execute: body)
+    /// Starts `attempt` asynchronously: on `queue` when there is one; else on a dispatch
+    /// scheduler's queue; else through the scheduler with no delay, as a wait that `cancel()`
+    /// unschedules (a test scheduler runs it when the test advances its time).
+    private func handOver(_ attempt: Int) {
+        if let queue = queue ?? (scheduler as? DispatchScheduler)?.queue {
+            queue.async { self.runAttempt(attempt) }
+        } else {
+            wait(0, before: attempt)
+        }
+    }
+
+    /// Arms the timer of the wait before `attempt`.
+    private func wait(_ seconds: TimeInterval, before attempt: Int) {
+        let timer = scheduler.scheduleTimer(seconds: seconds) { self.timerFired(attempt) }
+        perform(state.withLock { $0.timerStarted(timer, before: attempt) })
     }
 
     private func settled(_ attempt: Int, _ result: Result<T>) {
@@ -376,8 +405,7 @@ private final class RetryMachine<T>: @unchecked Sendable {
                 runAttempt(attempt)
             }
         case .wait(let attempt, let seconds)?:
-            let timer = OneShotTimer(seconds: seconds) { self.timerFired(attempt) }
-            perform(state.withLock { $0.timerStarted(timer, before: attempt) })
+            wait(seconds, before: attempt)
         }
     }
 }
@@ -398,7 +426,7 @@ private struct RetryActions<T> {
     /// Stop the running attempt's work.
     var stopAttempt: (() -> Void)?
     /// Stop the wait.
-    var stopTimer: OneShotTimer?
+    var stopTimer: (any ScheduledWork)?
     /// What comes next.
     var next: Next?
     /// Closures taken out of the state, released with the actions (outside the lock).
@@ -431,7 +459,7 @@ private struct RetryState<T> {
     /// Stops the running attempt; held only while the result can be cancelled.
     var stopAttempt: (() -> Void)?
     /// The wait in progress.
-    var timer: OneShotTimer?
+    var timer: (any ScheduledWork)?
     /// `false` once the result's last cancel handle went away: nothing can cancel any more.
     var isCancellable = true
     /// The result was cancelled.
@@ -526,7 +554,7 @@ private struct RetryState<T> {
     }
 
     /// The timer of the wait before `attempt` was made (and armed).
-    mutating func timerStarted(_ timer: OneShotTimer, before attempt: Int) -> RetryActions<T> {
+    mutating func timerStarted(_ timer: any ScheduledWork, before attempt: Int) -> RetryActions<T> {
         var actions = RetryActions<T>()
         if phase == .due(attempt), self.timer == nil {
             self.timer = timer

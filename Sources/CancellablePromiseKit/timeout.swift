@@ -49,9 +49,15 @@ extension Thenable {
     /// Returns a promise that settles as this one does, or is rejected with
     /// ``PromiseTimeoutError`` if this one has not settled after `seconds`.
     ///
-    /// The returned promise settles on the thread that settles this one, or on a global queue
-    /// when the deadline passes; handlers added to it run where their `on:` says. The timer is
-    /// stopped and released as soon as this promise settles.
+    /// The returned promise settles on the thread that settles this one, or where `scheduler`
+    /// runs its work when the deadline passes (the default, `DispatchScheduler.global`: a
+    /// global queue; a `TestScheduler`: the thread that advances its time); handlers added to it
+    /// run where their `on:` says. The timer is unscheduled and released as soon as this
+    /// promise settles.
+    ///
+    /// Zero or a negative `seconds` times out as soon as the scheduler runs work (never
+    /// synchronously). An infinite or NaN `seconds` never times out: no timer is scheduled (as
+    /// with Dispatch, NaN seconds count as infinitely many).
     ///
     /// A plain promise cannot be cancelled, so the work behind it goes on after a timeout. To
     /// stop it, make the chain cancellable first: `promise.cancellize().timeout(seconds: 5)`
@@ -66,10 +72,16 @@ extension Thenable {
     ///     // PromiseTimeoutError after 10 seconds; `error.isCancelled` is false
     /// }
     /// ```
-    public func timeout(seconds: TimeInterval) -> Promise<T> {
+    ///
+    /// - Parameters:
+    ///   - seconds: how long this promise is given.
+    ///   - scheduler: the clock the deadline is measured on and where the timer fires.
+    public func timeout(
+        seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
+    ) -> Promise<T> {
         let source = asPromise()
         let output = Promise<T>.makePending()
-        let timer = OneShotTimer(seconds: seconds) {
+        let timer = scheduler.scheduleTimer(seconds: seconds) {
             output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
         }
         if let task = source.attachedCancellation {
@@ -96,8 +108,11 @@ extension CancellablePromise {
     /// (`isCancelled` is `true` there). Cancelling the returned promise's chain cancels this
     /// promise's chain too (while it is pending) and stops the timer.
     ///
-    /// The timer fires on a global queue and the cancellation runs there; handlers run where
-    /// their `on:` says. The timer is stopped and released as soon as this promise settles.
+    /// The timer fires where `scheduler` runs its work (by default a global queue; a
+    /// `TestScheduler`: the thread that advances its time) and the cancellation runs there;
+    /// handlers run where their `on:` says. The timer is unscheduled and released as soon as this
+    /// promise settles. Zero or a negative `seconds` times out as soon as the scheduler runs
+    /// work; an infinite or NaN `seconds` never times out.
     ///
     /// ```swift
     /// URLSession.shared.dataTask(.promise, with: url)
@@ -108,10 +123,16 @@ extension CancellablePromise {
     ///         return cachedResponse()
     ///     }
     /// ```
-    public func timeout(seconds: TimeInterval) -> CancellablePromise<T> {
+    ///
+    /// - Parameters:
+    ///   - seconds: how long this promise is given.
+    ///   - scheduler: the clock the deadline is measured on and where the timer fires.
+    public func timeout(
+        seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
+    ) -> CancellablePromise<T> {
         let source = cancelContext
         let output = Promise<T>.makePending()
-        let timer = OneShotTimer(seconds: seconds) {
+        let timer = scheduler.scheduleTimer(seconds: seconds) {
             let error = PromiseTimeoutError(seconds: seconds)
             source.cancel(with: error)
             output.resolve(.rejected(error))

@@ -4,24 +4,67 @@ import Foundation
 /// A guarantee resolved after `seconds`, on a global queue (handlers with `on: nil` run there).
 ///
 /// The timer is attached to the guarantee: `after(seconds: 5).cancellize()` (from
-/// `CancellablePromiseKit`) stops it when cancelled. The guarantee itself then never resolves.
+/// `CancellablePromiseKit`) stops it when cancelled, and releases it at once. The guarantee
+/// itself then never resolves.
+///
+/// Zero or a negative `seconds` resolves as soon as possible, asynchronously. An infinite or
+/// NaN `seconds` never resolves (as with Dispatch, NaN seconds count as infinitely many).
+///
+/// To wait on another clock, a test scheduler's virtual time for instance, see
+/// ``after(seconds:scheduler:)``.
 public func after(seconds: TimeInterval) -> Guarantee<Void> {
-    after(.now() + max(0, seconds))
+    after(seconds: seconds, scheduler: DispatchScheduler.global)
 }
 
-/// A guarantee resolved after `interval`, on a global queue. See ``after(seconds:)``.
-public func after(_ interval: DispatchTimeInterval) -> Guarantee<Void> {
-    after(.now() + interval)
-}
-
-private func after(_ deadline: DispatchTime) -> Guarantee<Void> {
+/// A guarantee resolved after `seconds` on `scheduler`'s clock, on the thread or queue where
+/// the scheduler runs its work (``DispatchScheduler``: its queue; `TestScheduler`: the thread
+/// that advances its time). Handlers with `on: nil` run there.
+///
+/// ```swift
+/// let scheduler = TestScheduler()              // from the PromiseTesting library
+/// let waited = after(seconds: 0.3, scheduler: scheduler)
+/// scheduler.advance(by: 0.3)                   // no real waiting
+/// assert(waited.isResolved)
+/// ```
+///
+/// The scheduled work is attached to the guarantee: `cancellize()` then `cancel()` (from
+/// `CancellablePromiseKit`) unschedules it, and the scheduler releases it; the guarantee itself
+/// then never resolves. Zero or a negative `seconds` resolves as soon as the scheduler runs
+/// work, never synchronously; an infinite or NaN `seconds` never resolves (nothing is
+/// scheduled).
+public func after(seconds: TimeInterval, scheduler: any PromiseScheduler) -> Guarantee<Void> {
     let promise = Promise<Void>(pending: ())
-    let item = DispatchWorkItem { promise.resolve(.fulfilled(())) }
-    // The timer's block holds the promise until the deadline, and the promise holds the
-    // timer through its attachment: cancelling lets go of the timer, so a cancelled `after`
-    // is freed once its deadline passes instead of never.
-    let timer = Locked<DispatchWorkItem?>(item)
-    promise.attachCancellation(PromiseCancellation { timer.withLock { $0.take() }?.cancel() })
-    DispatchQueue.global().asyncAfter(deadline: deadline, execute: item)
+    // NaN fails this test too: it counts as infinitely many seconds.
+    guard seconds < .infinity else { return Guarantee(promise: promise) }
+    // The scheduled work holds the promise until it runs, and the promise holds the work
+    // through its attachment: cancelling unschedules it, which releases the promise.
+    let work = scheduler.schedule(after: max(0, seconds)) { promise.resolve(.fulfilled(())) }
+    promise.attachCancellation(PromiseCancellation { work.cancel() })
     return Guarantee(promise: promise)
+}
+
+/// A guarantee resolved after `interval`, on a global queue. See ``after(seconds:)``;
+/// `.never` never resolves.
+public func after(_ interval: DispatchTimeInterval) -> Guarantee<Void> {
+    after(seconds: interval.promiseSeconds, scheduler: DispatchScheduler.global)
+}
+
+/// A guarantee resolved after `interval` on `scheduler`'s clock. See
+/// ``after(seconds:scheduler:)``; `.never` never resolves.
+public func after(_ interval: DispatchTimeInterval, scheduler: any PromiseScheduler) -> Guarantee<Void> {
+    after(seconds: interval.promiseSeconds, scheduler: scheduler)
+}
+
+extension DispatchTimeInterval {
+    /// The interval in seconds; `.infinity` for `.never`.
+    package var promiseSeconds: TimeInterval {
+        switch self {
+        case .seconds(let count): return TimeInterval(count)
+        case .milliseconds(let count): return TimeInterval(count) / 1e3
+        case .microseconds(let count): return TimeInterval(count) / 1e6
+        case .nanoseconds(let count): return TimeInterval(count) / 1e9
+        case .never: return .infinity
+        @unknown default: return .infinity
+        }
+    }
 }

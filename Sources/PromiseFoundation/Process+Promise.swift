@@ -72,9 +72,10 @@ extension Process {
     ///
     /// Cancelling: the process is attached to the promise, so `run(.promise).cancellize()`
     /// gives a `CancellablePromise` whose `cancel()` sends the process `SIGTERM` (and `SIGKILL`
-    /// if it is still running `killAfter` seconds later) and rejects at once with
-    /// `CancellablePromiseError.cancelled`. Foundation reaps the terminated process. Only the
-    /// process itself is signalled: children it started itself keep running.
+    /// if it is still running `killAfter` seconds later, on `scheduler`'s clock) and rejects at
+    /// once with `CancellablePromiseError.cancelled`. Foundation reaps the terminated process.
+    /// Only the process itself is signalled: children it started itself keep running. An
+    /// infinite or NaN `killAfter` never sends `SIGKILL`.
     ///
     /// ```swift
     /// let process = Process()
@@ -84,7 +85,14 @@ extension Process {
     ///     print(output.terminationStatus, output.outputString)   // 0 "hello\n"
     /// }
     /// ```
-    public func run(_: PMKNamespacer, killAfter: TimeInterval = 5) -> Promise<ProcessOutput> {
+    ///
+    /// - Parameters:
+    ///   - killAfter: how long a cancelled process has between `SIGTERM` and `SIGKILL`.
+    ///   - scheduler: the clock of that wait (the wall clock by default); the `SIGKILL` is sent
+    ///     where the scheduler runs its work.
+    public func run(
+        _: PMKNamespacer, killAfter: TimeInterval = 5, scheduler: any PromiseScheduler = DispatchScheduler.global
+    ) -> Promise<ProcessOutput> {
         let promise = Promise<ProcessOutput>.makePending()
         let outPipe = Pipe(), errPipe = Pipe()
         standardOutput = outPipe
@@ -123,7 +131,7 @@ extension Process {
                         standardOutput: out,
                         standardError: err)))
         }
-        attachTermination(to: promise, killAfter: killAfter)
+        attachTermination(to: promise, killAfter: killAfter, scheduler: scheduler)
         return promise
     }
 
@@ -133,14 +141,16 @@ extension Process {
     /// Otherwise the promise is rejected with `Process.PMKError.execution`, carrying what the
     /// process wrote. The pipes are read only after the process has exited, so a process that
     /// writes more than a pipe holds (64 KiB on Linux) blocks until then: use
-    /// ``run(_:killAfter:)``, which captures the output while the process runs. The promise
+    /// ``run(_:killAfter:scheduler:)``, which captures the output while the process runs. The promise
     /// settles on a background queue (Foundation's termination handler); handlers run where
     /// their `on:` says. An existing `terminationHandler` is still called.
     ///
-    /// Cancelling, as for ``run(_:killAfter:)``: `launch(.promise).cancellize()` then `cancel()`
-    /// terminates the process (`SIGTERM`, then `SIGKILL` after `killAfter` seconds) and rejects
-    /// at once with `CancellablePromiseError.cancelled`.
-    public func launch(_: PMKNamespacer, killAfter: TimeInterval = 5) -> Promise<(out: Pipe, err: Pipe)> {
+    /// Cancelling, as for ``run(_:killAfter:scheduler:)``: `launch(.promise).cancellize()` then
+    /// `cancel()` terminates the process (`SIGTERM`, then `SIGKILL` after `killAfter` seconds on
+    /// `scheduler`'s clock) and rejects at once with `CancellablePromiseError.cancelled`.
+    public func launch(
+        _: PMKNamespacer, killAfter: TimeInterval = 5, scheduler: any PromiseScheduler = DispatchScheduler.global
+    ) -> Promise<(out: Pipe, err: Pipe)> {
         let promise = Promise<(out: Pipe, err: Pipe)>.makePending()
         let outPipe = Pipe(), errPipe = Pipe()
         standardOutput = outPipe
@@ -167,13 +177,15 @@ extension Process {
             terminationHandler = previousHandler
             return Promise(error: error)
         }
-        attachTermination(to: promise, killAfter: killAfter)
+        attachTermination(to: promise, killAfter: killAfter, scheduler: scheduler)
         return promise
     }
 
     /// Attaches this (running) process to `promise`: cancelling terminates it.
-    private func attachTermination<T>(to promise: Promise<T>, killAfter: TimeInterval) {
-        let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter)
+    private func attachTermination<T>(
+        to promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler
+    ) {
+        let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter, scheduler: scheduler)
         promise.attachCancellation(PromiseCancellation { box.terminate() })
     }
 }
@@ -271,20 +283,24 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
     private let process: Process
     private weak var promise: Promise<T>?
     private let killAfter: TimeInterval
+    private let scheduler: any PromiseScheduler
 
-    init(process: Process, promise: Promise<T>, killAfter: TimeInterval) {
+    init(process: Process, promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler) {
         self.process = process
         self.promise = promise
         self.killAfter = killAfter
+        self.scheduler = scheduler
     }
 
     func terminate() {
         promise?.resolve(.rejected(CancellablePromiseError.cancelled))
         guard process.isRunning else { return }
         process.terminate()
+        // NaN counts as infinitely many seconds: never.
+        guard killAfter < .infinity else { return }
         let weakProcess = WeakProcess(process)
-        let delay = killAfter.isFinite ? max(0, min(killAfter, 1e6)) : 1e6
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+        // The kill is not unscheduled when the process exits: it then finds nothing to do.
+        _ = scheduler.schedule(after: max(0, killAfter)) {
             // Still running (SIGTERM ignored or handled slowly): kill it. `isRunning` is only
             // true before Foundation reaped the process, so the pid cannot have been reused.
             guard let process = weakProcess.process, process.isRunning else { return }

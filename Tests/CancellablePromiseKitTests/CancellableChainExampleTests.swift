@@ -139,7 +139,7 @@ final class CancellableChainExampleTests: XCTestCase {
             backend.task("data \(url.absoluteString)", (data: Data, response: String).self)
                 .succeed((Data("avatar".utf8), "200"))
             backend.task("location", [Location].self).succeed([Location(latitude: 1), Location(latitude: 2)])
-            waitUntil { !screen.application.isNetworkActivityIndicatorVisible }
+            XCTAssertTrue(eventually(seconds: 10) { !screen.application.isNetworkActivityIndicatorVisible })
             XCTAssertEqual(screen.imageView.image?.name, "avatar")
             XCTAssertEqual(screen.label.text, "lat 2.0")
             XCTAssertTrue(screen.alerts.isEmpty)
@@ -152,7 +152,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let screen = IntroScreen(backend: backend)
             let promise = screen.start(url: url, autoCancel: false, spelling)
             promise.cancel()
-            waitUntil { !screen.alerts.isEmpty }
+            XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
             XCTAssertEqual(screen.alerts.first as? CancellablePromiseError, .cancelled)
             XCTAssertFalse(screen.application.isNetworkActivityIndicatorVisible)
             // The tasks finishing afterwards change nothing: no `done`.
@@ -181,7 +181,7 @@ final class CancellableChainExampleTests: XCTestCase {
             XCTAssertTrue(
                 backend.task("data \(url.absoluteString)", (data: Data, response: String).self).isCancelled)
             XCTAssertTrue(backend.task("location", [Location].self).isCancelled)
-            waitUntil { !screen.alerts.isEmpty }
+            XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
             XCTAssertEqual(screen.alerts[0] as? CancellablePromiseError, .cancelled)
             XCTAssertFalse(screen.application.isNetworkActivityIndicatorVisible)
             XCTAssertNil(screen.imageView.image)
@@ -194,7 +194,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let screen = IntroScreen(backend: backend)
             let promise = UncheckedBox(screen.start(url: url, autoCancel: true, spelling))
             runWithoutDeadlock { promise.value.cancel() }
-            waitUntil { !screen.alerts.isEmpty }
+            XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
             XCTAssertTrue(screen.alerts[0].isCancelled)
             XCTAssertTrue(backend.task("location", [Location].self).isCancelled)
         }
@@ -208,7 +208,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let finalizer = screen.start(url: url, autoCancel: true, spelling)
             backend.task("data \(url.absoluteString)", (data: Data, response: String).self)
                 .succeed((Data(), "200"))
-            waitUntil { !screen.alerts.isEmpty }
+            XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
             withExtendedLifetime(finalizer) {}
             guard case .compactMap? = screen.alerts[0] as? PMKError else {
                 return XCTFail("expected PMKError.compactMap, got \(screen.alerts[0])")
@@ -257,9 +257,9 @@ final class CancellableChainExampleTests: XCTestCase {
             let screen = AvatarScreen(backend: backend)
             let context = cancelChainsExample(screen, spelling)
             backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            waitUntil { backend.wasStarted("avatar ann") }
+            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
             backend.task("avatar ann", Image.self).succeed(Image(data: Data("ann.png".utf8))!)
-            waitUntil { screen.imageView != nil }
+            XCTAssertTrue(eventually(seconds: 10) { screen.imageView != nil })
             XCTAssertEqual(screen.imageView?.name, "ann.png")
             XCTAssertFalse(context.isCancelled)
             XCTAssertTrue(screen.caught.isEmpty)
@@ -274,7 +274,7 @@ final class CancellableChainExampleTests: XCTestCase {
             context.cancel()
             XCTAssertTrue(context.isCancelled)
             XCTAssertEqual(backend.task("login", Creds.self).cancelCount.value, 1)
-            waitUntil { screen.cancelledSeen == 1 }
+            XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
             drainMainQueue()
             XCTAssertFalse(backend.wasStarted("avatar ann"))
             XCTAssertNil(screen.imageView)
@@ -288,13 +288,13 @@ final class CancellableChainExampleTests: XCTestCase {
             let screen = AvatarScreen(backend: backend)
             let context = cancelChainsExample(screen, spelling)
             backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            waitUntil { backend.wasStarted("avatar ann") }
+            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
             context.cancel()
             // In the `cancellize()` spelling `fetch` returns a plain promise carrying its task: the
             // chain cancels that task all the same.
             XCTAssertEqual(backend.task("avatar ann", Image.self).cancelCount.value, 1)
             XCTAssertEqual(backend.task("login", Creds.self).cancelCount.value, 0)
-            waitUntil { screen.cancelledSeen == 1 }
+            XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
             XCTAssertNil(screen.imageView)
         }
     }
@@ -329,7 +329,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let cancellablePromise = cancellableToStandardExample(screen, spelling)
             cancellablePromise.cancel()
             XCTAssertTrue(backend.task("login", Creds.self).isCancelled)
-            waitUntil { screen.cancelledSeen == 1 }
+            XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
             XCTAssertFalse(backend.wasStarted("avatar ann"))
         }
     }
@@ -340,13 +340,13 @@ final class CancellableChainExampleTests: XCTestCase {
             let screen = AvatarScreen(backend: backend)
             let cancellablePromise = cancellableToStandardExample(screen, spelling)
             backend.task("login", Creds.self).succeed(Creds(user: "bob"))
-            waitUntil { backend.wasStarted("avatar bob") }
+            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar bob") })
             /* This will cancel the 'login' but will not cancel the 'fetch'.  So whether or not the
                chain is cancelled depends on how far the chain has progressed. */
             cancellablePromise.cancel()
             XCTAssertFalse(backend.task("avatar bob", Image.self).isCancelled)
             backend.task("avatar bob", Image.self).succeed(Image(data: Data("bob.png".utf8))!)
-            waitUntil { screen.imageView != nil }
+            XCTAssertTrue(eventually(seconds: 10) { screen.imageView != nil })
             XCTAssertEqual(screen.imageView?.name, "bob.png")
             XCTAssertTrue(screen.caught.isEmpty)
             XCTAssertEqual(cancellablePromise.value, Creds(user: "bob"))
@@ -396,7 +396,7 @@ final class CancellableChainExampleTests: XCTestCase {
             screen.loginIsCancellable = false
             let promise = standardToCancellableExample(screen, spelling)
             promise.cancel()
-            waitUntil { screen.cancelledSeen == 1 }
+            XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
             let login = backend.task("login", Creds.self)
             XCTAssertFalse(login.isCancelled)
             XCTAssertTrue(login.promise.isPending)  // the login goes on
@@ -414,10 +414,10 @@ final class CancellableChainExampleTests: XCTestCase {
             screen.loginIsCancellable = false
             let promise = standardToCancellableExample(screen, spelling)
             backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            waitUntil { backend.wasStarted("avatar ann") }
+            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
             promise.cancel()
             XCTAssertTrue(backend.task("avatar ann", Image.self).isCancelled)
-            waitUntil { screen.cancelledSeen == 1 }
+            XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
             XCTAssertNil(screen.imageView)
         }
     }
@@ -438,10 +438,10 @@ final class CancellableChainExampleTests: XCTestCase {
             screen.record(error)
         }
         backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-        waitUntil { backend.wasStarted("avatar ann") }
+        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
         promise.cancel()
         XCTAssertTrue(backend.task("avatar ann", Image.self).isCancelled)
-        waitUntil { screen.cancelledSeen == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
     }
 
     /// The guide's failing form (no declared return type): Swift 6 infers multi-statement
@@ -461,7 +461,7 @@ final class CancellableChainExampleTests: XCTestCase {
         }
         promise.cancel()
         XCTAssertTrue(backend.task("login", Creds.self).isCancelled)
-        waitUntil { screen.cancelledSeen == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
     }
 
     func testTroubleshootingCancellableOnBothLoginAndFetchMakesTheChainCancellable() {
@@ -479,7 +479,7 @@ final class CancellableChainExampleTests: XCTestCase {
         XCTAssertFalse(promise.isCancelled)
         promise.cancel()
         XCTAssertTrue(promise.isCancelled)
-        waitUntil { screen.cancelledSeen == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
     }
 
     // MARK: Choose Your Networking Library
@@ -570,7 +570,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let context = urlSessionExample(FakeURLSession(backend: backend), receiver, spelling)
             let task = backend.task("data \(Self.fooURL.absoluteString)", (data: Data, response: String).self)
             task.succeed((Data(#"{"id": 7}"#.utf8), "200"))
-            waitUntil { !receiver.foos.isEmpty || !receiver.errors.isEmpty }
+            XCTAssertTrue(eventually(seconds: 10) { !receiver.foos.isEmpty || !receiver.errors.isEmpty })
             XCTAssertEqual(receiver.foos, [Foo(id: 7)])
             XCTAssertTrue(receiver.errors.isEmpty)
             context.cancel()  // settled: nothing left to cancel

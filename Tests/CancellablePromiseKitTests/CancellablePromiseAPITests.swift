@@ -224,40 +224,56 @@ final class CancellablePromiseAPITests: XCTestCase {
     // MARK: after, hang
 
     func testCancellizedAfterStopsTheTimerAndTheGuaranteeStaysPending() {
-        let timer = after(seconds: 0.1)
+        let scheduler = TestScheduler()
+        let timer = after(seconds: 0.1, scheduler: scheduler)
         let cancellable = timer.cancellize()
         cancellable.cancel()
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
-        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
-        Thread.sleep(forTimeInterval: 0.4)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was unscheduled")
+        scheduler.advance(by: 1)
         XCTAssertTrue(timer.isPending)  // the timer never fired
     }
 
     func testCancellableAfterIntervalStopsTheTimer() {
-        let timer = after(.milliseconds(100))
+        let scheduler = TestScheduler()
+        let timer = after(.milliseconds(100), scheduler: scheduler)
         let cancellable = cancellable(timer)
         cancellable.cancel()
-        // A fixed wait, the only way to show the stopped timer never fires: past its 0.1 s deadline.
-        Thread.sleep(forTimeInterval: 0.4)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was unscheduled")
+        scheduler.advance(by: 1)
         XCTAssertTrue(timer.isPending)
         XCTAssertTrue(cancellable.isRejected)
     }
 
+    // Real time: the default scheduler's timer, cancelled, releases the guarantee at once.
+    func testCancellizedAfterOnTheDefaultSchedulerReleasesItsTimer() {
+        weak var weakTimer: Promise<Void>?
+        do {
+            let timer = after(seconds: 600)
+            weakTimer = timer.promise
+            timer.cancellize().cancel()
+        }
+        XCTAssertNil(weakTimer, "the cancelled dispatch timer released the guarantee")
+    }
+
     func testCancellizedAfterFulfilsWhenNotCancelled() {
-        let cancellable = after(seconds: 0.01).cancellize()
-        waitUntilSettled(cancellable)
+        let scheduler = TestScheduler()
+        let cancellable = after(seconds: 0.01, scheduler: scheduler).cancellize()
+        scheduler.advance(by: 0.01)
         XCTAssertNotNil(cancellable.value)
     }
 
     func testHangWaitsForACancellablePromise() throws {
+        // Real time: `hang` waits on this thread, so the timer must run elsewhere.
         let promise = after(seconds: 0.01).cancellize().map(on: nil) { 7 }
         XCTAssertEqual(try hang(promise), 7)
-        let cancelled = after(seconds: 10).cancellize()
+        let cancelled = after(seconds: 10, scheduler: TestScheduler()).cancellize()
         cancelled.cancel()
         XCTAssertThrowsError(try hang(cancelled)) { XCTAssertTrue($0.isCancelled) }
     }
 
     func testWaitReturnsTheValue() throws {
+        // Real time: `wait()` blocks this thread, so the timer must run elsewhere.
         let promise = after(seconds: 0.01).cancellize().map(on: nil) { 8 }
         XCTAssertEqual(try promise.wait(), 8)
     }

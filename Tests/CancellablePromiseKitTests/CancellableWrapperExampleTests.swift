@@ -316,9 +316,9 @@ final class CancellableWrapperExampleTests: XCTestCase {
         let cancellablePromise = whileExample(tasks)
         tasks.task("task1", String.self).succeed("a")
         tasks.task("task2", String.self).succeed("b")
-        waitUntil { tasks.wasStarted("a+b") }
+        XCTAssertTrue(eventually(seconds: 10) { tasks.wasStarted("a+b") })
         tasks.task("a+b", String.self).succeed("c")
-        waitUntil { !cancellablePromise.isPending }
+        XCTAssertTrue(eventually(seconds: 10) { !cancellablePromise.isPending })
         XCTAssertEqual(cancellablePromise.value, "c")
     }
 

@@ -340,12 +340,14 @@ final class CancellationGraphTests: XCTestCase {
     // MARK: Timeout
 
     func testTimedOutChainCanBeRecovered() {
+        let scheduler = TestScheduler()
         let task = FakeTask<Int>()
-        let recovered = task.promise.cancellize().timeout(seconds: 0.01).recover(on: nil) { error -> Promise<Int> in
+        let recovered = task.promise.cancellize().timeout(seconds: 0.01, scheduler: scheduler).recover(on: nil) {
+            error -> Promise<Int> in
             guard error is PromiseTimeoutError else { throw error }
             return .value(-1)
         }
-        waitUntilSettled(recovered)
+        scheduler.advance(by: 0.01)
         XCTAssertEqual(recovered.value, -1)
         XCTAssertTrue(task.isCancelled, "the timeout cancels the task")
     }
@@ -381,7 +383,7 @@ final class CancellationGraphTests: XCTestCase {
             .tap(on: nil) { _ in events.withLock { $0.append("tap 2") } }
             .ensure(on: nil) { events.withLock { $0.append("ensure 3") } }
         tail.cancel()
-        waitUntilSettled(tail)
+        _ = waitForResult(tail)
         XCTAssertEqual(events.withLock { $0 }, ["ensure 1", "tap 2", "ensure 3"])
         XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
     }

@@ -39,13 +39,13 @@ final class CancellationModelTests: XCTestCase {
         }
     }
 
-    /// Timeouts cost wall time, so they get a few rounds of their own: a task that never answers
-    /// (or answers around the deadline) behind a cancellable chain with `timeout(seconds:)`, and
-    /// a `recover` after it.
+    /// Timeouts get rounds of their own, on virtual time: a task that answers at once, never,
+    /// or from another thread while the deadline passes, behind a cancellable chain with
+    /// `timeout(seconds:scheduler:)`, and a `recover` after it.
     func testTimeoutCancelsTheSourceTaskAndIsRecoverable() {
-        let settings = ModelRunSettings.fromEnvironment(defaultRounds: 40)
+        let settings = ModelRunSettings.fromEnvironment(defaultRounds: 1_000)
         let report = ModelRunReport(settings: settings)
-        for round in settings.roundRange.prefix(40) {
+        for round in settings.roundRange.prefix(1_000) {
             TimeoutRound(settings: settings, round: round).run(into: report)
         }
         for failure in report.failures() {
@@ -1297,8 +1297,9 @@ final class ModelRunReport {
 
 // MARK: - Timeouts
 
-/// A task behind `task.map.timeout(seconds:).tap.recover.ensure`: the task answers before the
-/// deadline, never, or around it from another thread. When the timeout wins, the task's cancel
+/// A task behind `task.map.timeout(seconds:scheduler:).tap.recover.ensure`, on a test scheduler:
+/// the task answers before the deadline, never, or from another thread while this one moves
+/// time past the deadline. When the timeout wins, the task's cancel
 /// closure is called once, the output rejects with `PromiseTimeoutError`, `recover` replaces it
 /// and the tail fulfils; when the task wins, nothing is cancelled. Everything is freed after.
 struct TimeoutRound {
@@ -1312,6 +1313,7 @@ struct TimeoutRound {
         let calls = Counter()
         let seen = SeenOutcomes()
         let done = DispatchSemaphore(value: 0)
+        let scheduler = TestScheduler()
         weak var weakTask: CancellablePromise<Int>?
         weak var weakTail: CancellablePromise<Int>?
         weak var weakBox: Tracked?
@@ -1329,7 +1331,7 @@ struct TimeoutRound {
             task.pipe { seen.record(task: Outcome($0)) }
             weakTask = task
             let tail = task.map(on: nil) { $0 + 1 }
-                .timeout(seconds: seconds)
+                .timeout(seconds: seconds, scheduler: scheduler)
                 .tap(on: nil) { seen.record(timeoutOutput: Outcome($0)) }
                 .recover(on: nil) { error -> Promise<Int> in
                     seen.record(recovered: ErrorKind(error))
@@ -1345,11 +1347,15 @@ struct TimeoutRound {
         switch answer {
         case 0:
             work?.fulfill(1)
+            scheduler.advance(by: seconds)
         case 1:
-            break
+            scheduler.advance(by: seconds)
         default:
-            let delay = seconds * Double(rng.int(50...150)) / 100
-            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [work] in work?.fulfill(1) }
+            // The answer races the timer: another thread fulfils while this one fires it.
+            let answered = DispatchGroup()
+            DispatchQueue.global().async(group: answered) { [work] in work?.fulfill(1) }
+            scheduler.advance(by: seconds)
+            answered.wait()
         }
         let settled = done.wait(timeout: .now() + 5) == .success
         work = nil  // the work lets go of its resolver (a late answer holds its own until it lands)
@@ -1383,7 +1389,7 @@ struct TimeoutRound {
             problems[.everythingFreedAtEnd] = "the timed chain is still alive 2 s after it settled"
         }
         report.add(round: round, problems: problems) {
-            "timeout \(seconds) s, answer \(["at once", "never", "around the deadline"][answer])"
+            "timeout \(seconds) s, answer \(["at once", "never", "while the deadline passes"][answer])"
         }
     }
 }

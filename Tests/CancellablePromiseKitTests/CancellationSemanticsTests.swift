@@ -93,11 +93,13 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: after, firstly, when, race are cancellable
 
     func testPrimitivesAreCancellable() {
-        let timer = after(seconds: 30).cancellize()
+        let scheduler = TestScheduler()
+        let timer = after(seconds: 30, scheduler: scheduler).cancellize()
         let first = firstly { timer }
-        let both = when(fulfilled: [first, after(seconds: 30).cancellize()], autoCancel: true)
-        let raced = race([both.asVoid(), after(seconds: 30).cancellize()], autoCancel: true)
+        let both = when(fulfilled: [first, after(seconds: 30, scheduler: scheduler).cancellize()], autoCancel: true)
+        let raced = race([both.asVoid(), after(seconds: 30, scheduler: scheduler).cancellize()], autoCancel: true)
         raced.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "every timer was unscheduled")
         XCTAssertTrue(raced.isRejected)
         XCTAssertTrue(both.isRejected)
         XCTAssertTrue(timer.isRejected)
@@ -176,10 +178,10 @@ final class CancellationSemanticsTests: XCTestCase {
         let context = screen.updateWeather(forCity: "Oslo")
         backend.task("https://autocomplete.weather.com/Oslo", AutoCompleteCity.self).succeed(
             AutoCompleteCity(name: "oslo"))
-        waitUntil { backend.wasStarted("https://forecast.weather.com/oslo") }
+        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("https://forecast.weather.com/oslo") })
         context.cancel()
         XCTAssertTrue(backend.task("https://forecast.weather.com/oslo", WeatherResponse.self).isCancelled)
-        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.refreshButton.stopCount == 1 })
         drainMainQueue()
         XCTAssertTrue(screen.shown.isEmpty)
         XCTAssertTrue(screen.alerts.isEmpty)  // cancellation ignored by the default policy
@@ -192,7 +194,7 @@ final class CancellationSemanticsTests: XCTestCase {
         let context = screen.updateWeather(forCity: "Rome")
         context.cancel()
         XCTAssertTrue(backend.task("https://autocomplete.weather.com/Rome", AutoCompleteCity.self).isCancelled)
-        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.refreshButton.stopCount == 1 })
         XCTAssertFalse(backend.wasStarted("https://forecast.weather.com/rome"))
     }
 
@@ -204,10 +206,10 @@ final class CancellationSemanticsTests: XCTestCase {
         context = screen.updateWeather(forCity: "Nice")
         backend.task("https://autocomplete.weather.com/Nice", AutoCompleteCity.self).succeed(
             AutoCompleteCity(name: "nice"))
-        waitUntil { backend.wasStarted("https://forecast.weather.com/nice") }
+        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("https://forecast.weather.com/nice") })
         backend.task("https://forecast.weather.com/nice", WeatherResponse.self).succeed(
             WeatherResponse(temperature: 20))
-        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.refreshButton.stopCount == 1 })
         XCTAssertEqual(screen.shown, [WeatherInfo(text: "20°")])  // completed normally
         XCTAssertTrue(context.isCancelled)
         XCTAssertEqual(screen.refreshButton.stopCount, 1)
@@ -219,9 +221,9 @@ final class CancellationSemanticsTests: XCTestCase {
         _ = screen.updateWeather(forCity: "Bern")
         backend.task("https://autocomplete.weather.com/Bern", AutoCompleteCity.self).succeed(
             AutoCompleteCity(name: "bern"))
-        waitUntil { backend.wasStarted("https://forecast.weather.com/bern") }
+        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("https://forecast.weather.com/bern") })
         backend.task("https://forecast.weather.com/bern", WeatherResponse.self).succeed(WeatherResponse(temperature: 3))
-        waitUntil { screen.refreshButton.stopCount == 1 }
+        XCTAssertTrue(eventually(seconds: 10) { screen.refreshButton.stopCount == 1 })
         XCTAssertEqual(screen.shown, [WeatherInfo(text: "3°")])
     }
 

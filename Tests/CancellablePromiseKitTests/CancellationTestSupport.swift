@@ -101,30 +101,6 @@ extension XCTestCase {
         wait(for: [finished], timeout: timeout)
     }
 
-    /// Waits (running the main queue) until `promise` settles, at most `timeout` seconds.
-    func waitUntilSettled<P: Thenable>(_ promise: P, timeout: TimeInterval = 10) {
-        let settled = expectation(description: "settled")
-        let box = UncheckedBox(settled)
-        promise.pipe { _ in box.value.fulfill() }
-        wait(for: [settled], timeout: timeout)
-    }
-
-    /// Runs the main run loop (and so the main queue) until `condition` holds; fails after
-    /// `timeout` seconds.
-    func waitUntil(
-        timeout: TimeInterval = 10, file: StaticString = #filePath, line: UInt = #line,
-        _ condition: () -> Bool
-    ) {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while !condition() {
-            if Date() > deadline {
-                XCTFail("condition not met within \(timeout) s", file: file, line: line)
-                return
-            }
-            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
-        }
-    }
-
     /// Lets the main queue run the work queued on it, and the work that this work queues there in
     /// turn, up to `hops` steps deep: each pass queues a marker behind what is queued and waits for
     /// it (the main queue is serial, so the marker runs after everything queued before it). A

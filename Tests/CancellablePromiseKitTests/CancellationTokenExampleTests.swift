@@ -200,7 +200,7 @@ final class CancellationTokenExampleTests: XCTestCase {
         controller.viewWillDisappear(true)
         XCTAssertEqual(first.cancelCount, 0)
         XCTAssertEqual(second.cancelCount, 1)
-        waitUntil { controller.results.all.count == 2 }
+        XCTAssertTrue(eventually(seconds: 10) { controller.results.all.count == 2 })
         XCTAssertEqual(controller.results.all.first?.isFulfilled, true)
     }
 

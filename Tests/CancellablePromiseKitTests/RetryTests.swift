@@ -4,8 +4,9 @@ import Foundation
 import PromiseCore
 import XCTest
 
-// `retry(maxAttempts:delay:on:if:_:)`: attempts, delays, the predicate, bad input, and what
-// cancelling the result does to the running attempt and to a pending delay.
+// `retry(maxAttempts:delay:on:scheduler:if:_:)`: attempts, delays, the predicate, bad input, and
+// what cancelling the result does to the running attempt and to a pending delay. Delays and the
+// hand-over after a synchronous failure run on virtual time (a `TestScheduler`).
 
 /// A transient failure of attempt `attempt`.
 private struct Flaky: Error, Equatable {
@@ -65,30 +66,40 @@ final class RetryTests: XCTestCase {
     }
 
     func testSucceedsOnTheThirdAttemptWithExponentialBackoff() {
-        let started = Locked<[DispatchTime]>([])
-        let done = expectation(description: "fulfilled")
+        let scheduler = TestScheduler()
+        let started = Recorder<TimeInterval>()
         let result = retry(
-            maxAttempts: 5, delay: .exponential(initial: 0.02, multiplier: 2, maximum: 1)
+            maxAttempts: 5, delay: .exponential(initial: 0.02, multiplier: 2, maximum: 1), scheduler: scheduler
         ) { attempt -> Promise<Int> in
-            started.withLock { $0.append(.now()) }
+            started.append(scheduler.now)
             return attempt < 3 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
         }
-        result.done(on: nil) { _ in done.fulfill() }.cauterize()
-        wait(for: [done], timeout: 5)
+        XCTAssertEqual(started.all, [0])
+        scheduler.advance(by: 0.019)
+        XCTAssertEqual(started.all, [0], "not before the first wait is over")
+        scheduler.advance(by: 0.001)
+        XCTAssertEqual(started.all, [0, 0.02], "20 ms after the 1st failure")
+        scheduler.advance(by: 0.04)
+        XCTAssertEqual(started.all, [0, 0.02, 0.06], "40 ms after the 2nd failure")
         XCTAssertEqual(result.value, 3)
-        let times = started.withLock { $0 }
-        XCTAssertEqual(times.count, 3)
-        func milliseconds(_ a: DispatchTime, _ b: DispatchTime) -> Double {
-            Double(b.uptimeNanoseconds - a.uptimeNanoseconds) / 1e6
+        XCTAssertEqual(scheduler.pendingCount, 0)
+    }
+
+    // Real time: the default scheduler is the wall clock.
+    func testBackoffOnTheDefaultSchedulerWaitsForReal() {
+        let start = DispatchTime.now()
+        let result = retry(maxAttempts: 3, delay: .fixed(0.02)) { attempt -> Promise<Int> in
+            attempt < 2 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
         }
-        XCTAssertGreaterThanOrEqual(milliseconds(times[0], times[1]), 19, "waits ~20 ms after the 1st failure")
-        XCTAssertGreaterThanOrEqual(milliseconds(times[1], times[2]), 39, "waits ~40 ms after the 2nd failure")
+        XCTAssertEqual(waitForResult(result)?.fulfilledValue, 2)
+        XCTAssertGreaterThanOrEqual(Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9, 0.02)
     }
 
     func testGivesUpAfterMaxAttemptsWithTheLastError() {
+        let scheduler = TestScheduler()
         let asked = Locked<[Int]>([])
         let result = retry(
-            maxAttempts: 4,
+            maxAttempts: 4, scheduler: scheduler,
             if: { error in
                 asked.withLock { $0.append((error as? Flaky)?.attempt ?? -1) }
                 return true
@@ -96,17 +107,21 @@ final class RetryTests: XCTestCase {
         ) { attempt -> Promise<Int> in
             Promise(error: Flaky(attempt: attempt))
         }
+        XCTAssertTrue(result.isPending, "a synchronous failure hands the next attempt to the scheduler")
+        scheduler.run()
         XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 4), "rejected with the last attempt's error")
         XCTAssertEqual(asked.withLock { $0 }, [1, 2, 3], "not asked about the last attempt")
     }
 
     func testAThrowingBodyIsAFailedAttempt() {
+        let scheduler = TestScheduler()
         var calls = 0
-        let result = retry(maxAttempts: 3) { attempt -> Promise<Int> in
+        let result = retry(maxAttempts: 3, scheduler: scheduler) { attempt -> Promise<Int> in
             calls += 1
             if attempt < 3 { throw Flaky(attempt: attempt) }
             return .value(42)
         }
+        scheduler.run()
         XCTAssertEqual(result.value, 42)
         XCTAssertEqual(calls, 3)
     }
@@ -258,31 +273,46 @@ final class RetryTests: XCTestCase {
     }
 
     func testCancelDuringADelayStopsTheTimerAndStartsNoOtherAttempt() {
+        let scheduler = TestScheduler()
         let attempts = Attempts<Int>()
-        let secondAttempt = expectation(description: "a second attempt")
-        secondAttempt.isInverted = true
         weak var machinery: DeinitProbe?
         var result: CancellablePromise<Int>?
         do {
             let probe = DeinitProbe()
             machinery = probe
-            result = retry(maxAttempts: 5, delay: .fixed(0.2), lifetimeProbe: probe) { attempt in
-                if attempt > 1 { secondAttempt.fulfill() }
-                return attempts.cancellable(attempt)
+            result = retry(maxAttempts: 5, delay: .fixed(0.2), scheduler: scheduler, lifetimeProbe: probe) {
+                attempt in attempts.cancellable(attempt)
             }
         }
         // Rejecting on this thread decides and arms the timer before `reject` returns.
         attempts.resolver(1).reject(Flaky(attempt: 1))
         XCTAssertNotNil(machinery, "the timer holds the retry while it waits")
+        XCTAssertEqual(scheduler.pendingCount, 1)
 
         result!.cancel()
         XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the wait was unscheduled")
         XCTAssertNil(machinery, "the timer was stopped and released everything at once")
-        // A fixed wait, the only way to show the stopped timer never fires: it outlasts the
-        // 0.2 s delay, after which the second attempt would have started.
-        wait(for: [secondAttempt], timeout: 0.4)
+        scheduler.advance(by: 1)
         XCTAssertEqual(attempts.started, [1])
         XCTAssertEqual(attempts.cancelCount, 0, "the failed attempt had settled: nothing to cancel")
+    }
+
+    // Real time: the default scheduler's dispatch timer, cancelled, releases the retry at once.
+    func testCancelDuringADelayOnTheDefaultSchedulerReleasesEverythingAtOnce() {
+        weak var machinery: DeinitProbe?
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            result = retry(maxAttempts: 5, delay: .fixed(600), lifetimeProbe: probe) { attempt -> Promise<Int> in
+                Promise(error: Flaky(attempt: attempt))
+            }
+        }
+        XCTAssertNotNil(machinery, "the 600 s wait holds the retry")
+        result!.cancel()
+        XCTAssertNil(machinery, "the dispatch timer was cancelled and released the retry")
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
     }
 
     func testCancelWhileTheBodyRunsCancelsWhatItReturns() {
@@ -377,27 +407,92 @@ final class RetryTests: XCTestCase {
     }
 
     func testAFinishedRetryHoldsNothing() {
+        let scheduler = TestScheduler()
         weak var machinery: DeinitProbe?
         var result: CancellablePromise<Int>?
         do {
             let probe = DeinitProbe()
             machinery = probe
-            result = retry(maxAttempts: 3, lifetimeProbe: probe) { attempt -> Promise<Int> in
+            result = retry(maxAttempts: 3, scheduler: scheduler, lifetimeProbe: probe) { attempt -> Promise<Int> in
                 attempt < 2 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
             }
         }
+        scheduler.run()
         XCTAssertEqual(result?.value, 2)
         XCTAssertNil(machinery)
     }
 
     func testManySynchronousFailuresLoopWithoutRecursing() {
+        let scheduler = TestScheduler()
         var calls = 0
-        let result = retry(maxAttempts: 50_000) { attempt -> Promise<Int> in
+        let result = retry(maxAttempts: 50_000, scheduler: scheduler) { attempt -> Promise<Int> in
             calls += 1
             throw Flaky(attempt: attempt)
         }
+        XCTAssertEqual(calls, 1, "retry returns after the first attempt")
+        scheduler.run()  // one hand-over at a time, each from the scheduler's loop: no recursion
         XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 50_000))
         XCTAssertEqual(calls, 50_000)
+    }
+
+    func testRetryUntilCancelledReturnsAtOnceAndCancelUnschedulesTheNextAttempt() {
+        let scheduler = TestScheduler()
+        weak var machinery: DeinitProbe?
+        let calls = Counter()
+        var result: CancellablePromise<Int>?
+        do {
+            let probe = DeinitProbe()
+            machinery = probe
+            result = retry(maxAttempts: .max, scheduler: scheduler, lifetimeProbe: probe) { attempt -> Promise<Int> in
+                calls.increment()
+                throw Flaky(attempt: attempt)
+            }
+        }
+        XCTAssertEqual(calls.value, 1, "retry returned after one attempt")
+        XCTAssertEqual(scheduler.pendingCount, 1, "the next attempt is handed to the scheduler")
+        result!.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "cancel() unscheduled the hand-over")
+        XCTAssertNil(machinery, "and released the retry")
+        scheduler.run()
+        XCTAssertEqual(calls.value, 1)
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testRetryUntilCancelledRunsOneAttemptPerHandOverUntilCancelled() {
+        // Each hand-over is due at once, so one `advance()` runs attempts until the body cancels.
+        let scheduler = TestScheduler()
+        let calls = Counter()
+        var result: CancellablePromise<Int>?
+        result = retry(maxAttempts: .max, scheduler: scheduler) { attempt -> Promise<Int> in
+            if calls.increment() == 1_000 { result?.cancel() }
+            throw Flaky(attempt: attempt)
+        }
+        scheduler.advance()
+        XCTAssertEqual(calls.value, 1_000)
+        XCTAssertEqual(scheduler.pendingCount, 0)
+        XCTAssertEqual(scheduler.now, 0, "no time passed")
+        XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled)
+    }
+
+    // Real time: with the default scheduler the hand-over goes to a global queue.
+    func testSynchronousFailuresOnTheDefaultSchedulerAreHandedToAGlobalQueue() {
+        let threads = Recorder<Bool>()
+        let result = retry(maxAttempts: 3) { attempt -> Promise<Int> in
+            threads.append(Thread.isMainThread)
+            return attempt < 3 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
+        }
+        XCTAssertEqual(waitForResult(result)?.fulfilledValue, 3)
+        XCTAssertEqual(threads.all.count, 3)
+        XCTAssertFalse(threads.all.dropFirst().contains(true), "later attempts ran on a global queue")
+    }
+
+    func testAnInfiniteOrNaNDelayIsAConfigurationError() {
+        for seconds in [TimeInterval.infinity, .nan] {
+            let result = retry(maxAttempts: 2, delay: .fixed(seconds)) { _ in Promise<Int>(error: Flaky(attempt: 1)) }
+            guard case .invalidDelay? = result.error as? RetryConfigurationError else {
+                return XCTFail("\(seconds): \(String(describing: result.error))")
+            }
+        }
     }
 
     // MARK: Threads

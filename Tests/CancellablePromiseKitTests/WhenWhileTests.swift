@@ -116,7 +116,7 @@ final class WhenWhileTests: XCTestCase {
         let (condition, conditionResolver) = Promise<Void>.pending()
         let result = when(watched, while: condition, isEnsured: true)
         resolver.fulfill(4)
-        waitUntilSettled(result)
+        _ = waitForResult(result)
         conditionResolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.value, 4)
     }

@@ -3,14 +3,15 @@ import ExampleSupport
 import Foundation
 import XCTest
 
-/// Runs each scenario of the example and checks the order of its timeline (not the
-/// milliseconds, which depend on the machine).
+/// Runs each scenario of the example on virtual time (a test scheduler: no real waiting) and
+/// checks the order of its timeline.
 final class ExampleScenarioTests: XCTestCase {
     private func run(_ start: (Timeline) -> Guarantee<Void>) -> [TimelineEvent] {
-        let timeline = Timeline()
-        let over = expectation(description: "scenario over")
-        start(timeline).done(on: nil) { over.fulfill() }
-        wait(for: [over], timeout: 20)
+        let scheduler = TestScheduler()
+        let timeline = Timeline(scheduler: scheduler)
+        let over = start(timeline)
+        scheduler.run()
+        XCTAssertTrue(over.isResolved, "the scenario is over once nothing is scheduled")
         return timeline.events
     }
 
@@ -142,6 +143,7 @@ final class ExampleScenarioTests: XCTestCase {
         XCTAssertTrue(events.last?.message.contains("attempt 3 of 4") ?? false)
     }
 
+    // Real time: the runner prints a scenario on the default scheduler, as `swift run Example`.
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
         let lines = Recorder<String>()
         let over = expectation(description: "runner over")

@@ -144,11 +144,11 @@ final class AsyncBridgeTests: XCTestCase {
 
     func testPromiseFromAnAsyncBodyWithAPriority() {
         let p = Promise<String>(priority: .low) { "low" }
-        XCTAssertEqual(value(p), "low")
+        XCTAssertEqual(waitForValue(p), "low")
     }
 
     func testPromiseFromAnAsyncBodyChainsLikeAnyPromise() {
         let p = Promise<Int> { 20 }.map { $0 + 1 }
-        XCTAssertEqual(value(p), 21)
+        XCTAssertEqual(waitForValue(p), 21)
     }
 }

@@ -233,7 +233,7 @@ final class CatchTests: XCTestCase {
             onMain = isOnMainQueue
             return .value(1)
         }
-        XCTAssertEqual(value(p), 1)
+        XCTAssertEqual(waitForValue(p), 1)
         XCTAssertTrue(onMain)
     }
 
@@ -262,7 +262,7 @@ final class CatchTests: XCTestCase {
     func testEnsureOnTheDefaultQueueRunsOnMain() {
         var onMain = false
         let p = Promise.value(1).ensure { onMain = isOnMainQueue }
-        XCTAssertEqual(value(p), 1)
+        XCTAssertEqual(waitForValue(p), 1)
         XCTAssertTrue(onMain)
     }
 

@@ -38,58 +38,102 @@ final class FreeFunctionTests: XCTestCase {
 
     // MARK: after
 
-    func testAfterSecondsFiresNoEarlierThanTheDelayAndWithinTwoSeconds() {
+    // Real time: the default scheduler is the wall clock.
+    func testAfterSecondsOnTheDefaultSchedulerFiresNoEarlierThanTheDelay() {
         let start = DispatchTime.now()
-        let g = after(seconds: 0.2)
+        let g = after(seconds: 0.05)
         XCTAssertTrue(g.isPending)
-        XCTAssertNotNil(settled(g, timeout: 5))
+        XCTAssertNotNil(waitForResult(g, seconds: 5))
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
-        XCTAssertGreaterThanOrEqual(elapsed, 0.2)
-        XCTAssertLessThan(elapsed, 2.2)
+        XCTAssertGreaterThanOrEqual(elapsed, 0.05)
+        XCTAssertLessThan(elapsed, 2.05)
     }
 
-    func testAfterIntervalFiresNoEarlierThanTheDelayAndWithinTwoSeconds() {
-        let start = DispatchTime.now()
-        let g = after(.milliseconds(150))
-        XCTAssertNotNil(settled(g, timeout: 5))
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
-        XCTAssertGreaterThanOrEqual(elapsed, 0.15)
-        XCTAssertLessThan(elapsed, 2.15)
+    // Real time: the default scheduler is the wall clock.
+    func testAfterIntervalOnTheDefaultSchedulerFires() {
+        XCTAssertNotNil(waitForResult(after(.milliseconds(10)), seconds: 5))
+        XCTAssertNotNil(waitForResult(after(seconds: -1), seconds: 5), "a negative delay fires at once")
     }
 
-    func testAfterNegativeSecondsFiresSoon() {
-        XCTAssertNotNil(settled(after(seconds: -1), timeout: 2))
+    func testAfterResolvesExactlyAtItsDeadlineOnTheSchedulersThread() {
+        let scheduler = TestScheduler()
+        let g = after(seconds: 0.2, scheduler: scheduler)
+        let thread = SendableBox<Thread?>(nil)
+        g.done(on: nil) { thread.value = Thread.current }
+        scheduler.advance(by: 0.199)
+        XCTAssertTrue(g.isPending)
+        scheduler.advance(by: 0.001)
+        XCTAssertTrue(g.isResolved, "resolved synchronously by advance")
+        XCTAssertTrue(thread.value === Thread.current, "on: nil handlers run on the advancing thread")
+    }
+
+    func testAfterIntervalOnAScheduler() {
+        let scheduler = TestScheduler()
+        let g = after(.milliseconds(150), scheduler: scheduler)
+        scheduler.advance(by: 0.149)
+        XCTAssertTrue(g.isPending)
+        scheduler.advance(by: 0.001)
+        XCTAssertTrue(g.isResolved)
+    }
+
+    func testAfterZeroOrNegativeSecondsResolvesAtTheNextAdvanceNotSynchronously() {
+        let scheduler = TestScheduler()
+        let zero = after(seconds: 0, scheduler: scheduler)
+        let negative = after(seconds: -1, scheduler: scheduler)
+        XCTAssertTrue(zero.isPending)
+        XCTAssertTrue(negative.isPending)
+        scheduler.advance()
+        XCTAssertTrue(zero.isResolved)
+        XCTAssertTrue(negative.isResolved)
+    }
+
+    func testAfterInfiniteNaNOrNeverSecondsNeverResolvesAndSchedulesNothing() {
+        let scheduler = TestScheduler()
+        let never = [
+            after(seconds: .infinity, scheduler: scheduler), after(seconds: .nan, scheduler: scheduler),
+            after(.never, scheduler: scheduler),
+        ]
+        XCTAssertEqual(scheduler.pendingCount, 0, "NaN counts as infinitely many seconds")
+        scheduler.advance(by: 1e9)
+        XCTAssertTrue(never.allSatisfy { $0.isPending })
+        // The default scheduler follows the same rule (Dispatch's: NaN seconds are forever).
+        XCTAssertTrue(after(seconds: .nan).isPending)
     }
 
     func testAfterAttachesItsTimer() {
-        let g = after(seconds: 30)
+        let g = after(seconds: 30, scheduler: TestScheduler())
         XCTAssertNotNil(g.promise.attachedCancellation)
     }
 
-    func testCancellingTheAttachedTimerOfAfterStopsIt() {
-        let g = after(.milliseconds(50))
-        g.promise.attachedCancellation?.cancel()
-        // A fixed wait, the only way to show the stopped timer never fires: past its 50 ms deadline.
-        Thread.sleep(forTimeInterval: 0.2)
-        XCTAssertTrue(g.isPending)
-    }
-
-    func testFiredAfterReleasesItsTimer() {
-        let g = after(.milliseconds(10))
-        XCTAssertNotNil(settled(g))
-        XCTAssertNil(g.promise.attachedCancellation)
-    }
-
-    func testCancelledAfterIsReleasedOnceItsDeadlinePasses() {
+    func testCancellingTheAttachedTimerOfAfterUnschedulesItAndReleasesThePromise() {
+        let scheduler = TestScheduler()
         weak var weakPromise: Promise<Void>?
         do {
-            let g = after(.milliseconds(20))
+            let g = after(.milliseconds(50), scheduler: scheduler)
+            weakPromise = g.promise
+            g.promise.attachedCancellation?.cancel()
+            XCTAssertEqual(scheduler.pendingCount, 0, "nothing left scheduled")
+        }
+        XCTAssertNil(weakPromise, "the unscheduled work released the promise at once")
+        scheduler.run()
+    }
+
+    func testCancellingAfterOnTheDefaultSchedulerReleasesThePromiseAtOnce() {
+        weak var weakPromise: Promise<Void>?
+        do {
+            let g = after(seconds: 600)
             weakPromise = g.promise
             g.promise.attachedCancellation?.cancel()
         }
-        let deadline = Date(timeIntervalSinceNow: 5)
-        while weakPromise != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        XCTAssertNil(weakPromise)
+        XCTAssertNil(weakPromise, "the dispatch timer was cancelled and its handler released")
+    }
+
+    func testFiredAfterReleasesItsTimer() {
+        let scheduler = TestScheduler()
+        let g = after(.milliseconds(10), scheduler: scheduler)
+        scheduler.advance(by: 0.01)
+        XCTAssertTrue(g.isResolved)
+        XCTAssertNil(g.promise.attachedCancellation)
     }
 
     // MARK: hang
@@ -132,19 +176,19 @@ final class FreeFunctionTests: XCTestCase {
             onQueue.withLock { $0 = q.isCurrent }
             return 5
         }
-        XCTAssertEqual(value(p), 5)
+        XCTAssertEqual(waitForValue(p), 5)
         XCTAssertTrue(onQueue.withLock { $0 })
     }
 
     func testAsyncPromiseThrowingRejects() {
         let p = DispatchQueue.global().async(.promise) { () throws -> Int in throw TestError(code: 2) }
-        XCTAssertEqual(error(p) as? TestError, TestError(code: 2))
+        XCTAssertEqual(waitForError(p) as? TestError, TestError(code: 2))
     }
 
     func testAsyncPromiseWithANonThrowingBodyGivesAGuarantee() {
         let q = TaggedQueue("async.guarantee")
         let g: Guarantee<Bool> = q.queue.async(.promise) { q.isCurrent }
-        XCTAssertEqual(value(g), true)
+        XCTAssertEqual(waitForValue(g), true)
     }
 
     func testAsyncPromiseHonoursTheGroup() {

@@ -44,7 +44,7 @@ final class GuaranteeTests: XCTestCase {
     func testDoneOnTheDefaultQueueRunsOnMain() {
         var onMain = false
         let g = Guarantee.value(2).done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(value(g))
+        XCTAssertNotNil(waitForValue(g))
         XCTAssertTrue(onMain)
     }
 
@@ -126,7 +126,7 @@ final class GuaranteeTests: XCTestCase {
                 flags.append(queue.isCurrent); return .value(v * 2)
             }
             .get(on: queue.queue) { _ in flags.append(queue.isCurrent) }
-        XCTAssertEqual(value(g), 4)
+        XCTAssertEqual(waitForValue(g), 4)
         XCTAssertEqual(flags, [true, true, true])
     }
 }

@@ -95,7 +95,7 @@ final class LeakTests: XCTestCase {
             captured = object
             tail = Promise.value(1).map(on: q) { v in v + object.id }
         }
-        XCTAssertEqual(value(tail), 1)
+        XCTAssertEqual(waitForValue(tail), 1)
         q.sync {}
         XCTAssertNil(captured)
     }

@@ -130,6 +130,7 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
         XCTAssertEqual(text, "guest:3")
     }
 
+    // Real time: PromiseKit's spelling, on the default scheduler and the main queue.
     func testGuaranteeStyle() {
         var fired = false
         let finished = expectation(description: "after")

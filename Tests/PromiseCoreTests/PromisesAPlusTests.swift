@@ -113,7 +113,7 @@ final class PromisesAPlusTests: XCTestCase {
             tails.append(promise.done(on: queue.queue) { _ in order.append(i) })
         }
         resolver.fulfill(0)
-        XCTAssertNotNil(value(when(fulfilled: tails)))
+        XCTAssertNotNil(waitForValue(when(fulfilled: tails)))
         XCTAssertEqual(order.all, Array(0..<20))
     }
 
@@ -145,7 +145,7 @@ final class PromisesAPlusTests: XCTestCase {
         let promise = Promise.value(5)
         var onMain = false
         let done = promise.done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(value(done))
+        XCTAssertNotNil(waitForValue(done))
         XCTAssertTrue(onMain)
     }
 
@@ -251,7 +251,7 @@ final class PromisesAPlusTests: XCTestCase {
         let p = head.then { _ in holder.withLock { $0! } }
         holder.withLock { $0 = p }
         resolver.fulfill(1)
-        XCTAssertEqual(pmkCase(error(p)), "returnedSelf")
+        XCTAssertEqual(pmkCase(waitForError(p)), "returnedSelf")
         holder.withLock { $0 = nil }
     }
 

@@ -65,7 +65,7 @@ final class QueueTests: XCTestCase {
         let p = DispatchQueue.global().async(.promise) { 1 }.map { v -> Int in
             onMain = isOnMainQueue; return v
         }
-        XCTAssertEqual(value(p), 1)
+        XCTAssertEqual(waitForValue(p), 1)
         XCTAssertTrue(onMain)
     }
 
@@ -81,7 +81,7 @@ final class QueueTests: XCTestCase {
                     seen.append(q.isCurrent); return .value(v)
                 }
                 .tap { _ in seen.append(q.isCurrent) }
-            XCTAssertEqual(value(p), 1)
+            XCTAssertEqual(waitForValue(p), 1)
         }
         XCTAssertEqual(seen.all, [true, true, true])
     }
@@ -161,8 +161,8 @@ final class QueueTests: XCTestCase {
             late = p.done { _ in seen.append(second.isCurrent ? "late-second" : "late-wrong") }
         }
         r.fulfill(1)
-        XCTAssertNotNil(value(early!))
-        XCTAssertNotNil(value(late!))
+        XCTAssertNotNil(waitForValue(early!))
+        XCTAssertNotNil(waitForValue(late!))
         XCTAssertEqual(Set(seen.all), ["early-first", "late-second"])
     }
 
@@ -206,7 +206,7 @@ final class QueueTests: XCTestCase {
         let count = Counter()
         let tails = (0..<100).map { _ in p.done(on: q) { _ in count.increment() } }
         r.fulfill(1)
-        XCTAssertNotNil(value(when(fulfilled: tails)))
+        XCTAssertNotNil(waitForValue(when(fulfilled: tails)))
         XCTAssertEqual(count.value, 100)
     }
 }

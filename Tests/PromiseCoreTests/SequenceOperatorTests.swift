@@ -97,7 +97,7 @@ final class SequenceOperatorTests: XCTestCase {
             .filterValues(on: queue.queue) { _ in
                 onQueue.append(queue.isCurrent); return true
             }
-        XCTAssertEqual(value(p), [1, 2])
+        XCTAssertEqual(waitForValue(p), [1, 2])
         XCTAssertEqual(onQueue, [true, true, true, true])
     }
 

@@ -22,7 +22,7 @@ final class ThenableOperatorTests: XCTestCase {
             onMain = isOnMainQueue
             return .value(v)
         }
-        XCTAssertEqual(value(p), 1)
+        XCTAssertEqual(waitForValue(p), 1)
         XCTAssertTrue(onMain)
     }
 
@@ -70,7 +70,7 @@ final class ThenableOperatorTests: XCTestCase {
     func testDoneOnTheDefaultQueueRunsOnMain() {
         var onMain = false
         let p = Promise.value(9).done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(value(p))
+        XCTAssertNotNil(waitForValue(p))
         XCTAssertTrue(onMain)
     }
 
@@ -183,7 +183,7 @@ final class ThenableOperatorTests: XCTestCase {
             onQueue = queue.isCurrent
             return v + 1
         }
-        XCTAssertEqual(value(p), 2)
+        XCTAssertEqual(waitForValue(p), 2)
         XCTAssertTrue(onQueue)
     }
 
@@ -220,7 +220,7 @@ final class ThenableOperatorTests: XCTestCase {
             }
             running.wait()
             let step = makeStep(queue) { log.append("barrier") }
-            XCTAssertEqual(value(step), 1, name)
+            XCTAssertEqual(waitForValue(step), 1, name)
             XCTAssertEqual(log.events, ["block", "barrier"], name)
         }
     }

@@ -87,7 +87,7 @@ final class ThreadSafetyStressTests: XCTestCase {
                 if i == 3, n == 100 { r.fulfill(1) }
             }
         }
-        XCTAssertNotNil(value(when(fulfilled: tails.withLock { $0 }), timeout: 30))
+        XCTAssertNotNil(waitForValue(when(fulfilled: tails.withLock { $0 }), seconds: 30))
         XCTAssertEqual(calls.value, 2_000)
     }
 

@@ -166,7 +166,7 @@ final class WhenTests: XCTestCase {
             }
         }
         let all = when(fulfilled: iterator, concurrently: 3)
-        XCTAssertEqual(value(all), Array(0..<total))
+        XCTAssertEqual(waitForValue(all), Array(0..<total))
         XCTAssertEqual(running.withLock { $0.max }, 3)
         XCTAssertEqual(generated, total)
     }
@@ -277,7 +277,7 @@ final class WhenTests: XCTestCase {
             }
         }
         let all = when(resolved: iterator, concurrently: 4)
-        let results = value(all)
+        let results = waitForValue(all)
         XCTAssertEqual(results?.count, 30)
         XCTAssertEqual(results?.map(\.isFulfilled), (0..<30).map { $0 % 2 == 0 })
         XCTAssertEqual(running.withLock { $0.max }, 4)

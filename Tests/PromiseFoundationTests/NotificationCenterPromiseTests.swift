@@ -82,8 +82,10 @@ final class NotificationCenterPromiseTests: XCTestCase {
     }
 
     func testTimeoutOnANotification() throws {
-        let timed = center.observe(once: ping).cancellize().timeout(seconds: 0.05)
-        let error = try XCTUnwrap(waitForResult(timed)?.rejectedError)
+        let scheduler = TestScheduler()
+        let timed = center.observe(once: ping).cancellize().timeout(seconds: 0.05, scheduler: scheduler)
+        scheduler.advance(by: 0.05)
+        let error = try XCTUnwrap(timed.error)
         XCTAssertTrue(error is PromiseTimeoutError)
         XCTAssertFalse(error.isCancelled)
     }

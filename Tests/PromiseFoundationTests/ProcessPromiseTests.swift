@@ -125,17 +125,20 @@ final class ProcessPromiseTests: XCTestCase {
     }
 
     func testCancelKillsAProcessThatIgnoresSIGTERM() throws {
+        let scheduler = TestScheduler()
         let child = shell("trap '' TERM; exec /bin/sleep 30")
-        let running = child.run(.promise, killAfter: 0.2).cancellize()
+        let running = child.run(.promise, killAfter: 0.2, scheduler: scheduler).cancellize()
         let pid = child.processIdentifier
         // Wait for the exec, so that SIGTERM is ignored by the sleeping process.
         XCTAssertTrue(eventually { procName(pid) == "sleep" })
         running.cancel()
         XCTAssertTrue(running.isRejected)
-        // A fixed wait, half of killAfter: a process that did not ignore SIGTERM would be gone by
-        // then, and no event tells that a signal was ignored.
+        XCTAssertEqual(scheduler.pendingCount, 1, "SIGKILL is scheduled for killAfter")
+        // A fixed wait: a process that did not ignore SIGTERM would be gone by then, and no
+        // event tells that a signal was ignored. (The SIGKILL waits on virtual time.)
         Thread.sleep(forTimeInterval: 0.1)
         XCTAssertNotNil(procState(pid), "SIGTERM is ignored: still running before killAfter")
+        scheduler.advance(by: 0.2)
         XCTAssertTrue(eventually(seconds: 5) { procState(pid) == nil }, "not killed and reaped")
         child.waitUntilExit()
         XCTAssertEqual(child.terminationReason, .uncaughtSignal)
@@ -155,8 +158,10 @@ final class ProcessPromiseTests: XCTestCase {
 
     func testTimeoutTerminatesTheProcess() throws {
         let child = process("/bin/sleep", "30")
-        let timed = child.run(.promise).cancellize().timeout(seconds: 0.2)
-        let error = try XCTUnwrap(waitForResult(timed)?.rejectedError as? PromiseTimeoutError)
+        let scheduler = TestScheduler()
+        let timed = child.run(.promise).cancellize().timeout(seconds: 0.2, scheduler: scheduler)
+        scheduler.advance(by: 0.2)
+        let error = try XCTUnwrap(timed.error as? PromiseTimeoutError)
         XCTAssertEqual(error.seconds, 0.2)
         child.waitUntilExit()
         XCTAssertEqual(child.terminationReason, .uncaughtSignal)

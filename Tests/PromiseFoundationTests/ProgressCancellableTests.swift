@@ -110,12 +110,14 @@ final class ProgressCancellableTests: XCTestCase {
     func testATimeoutOfTheChainCancelsTheProgress() {
         let progress = Progress(totalUnitCount: 1)
         let (task, _) = CancellablePromise<Int>.pending()
-        let timedOut = expectation(description: "timed out")
-        task.bind(to: progress).timeout(seconds: 0.01).catch(on: nil) { error in
+        let scheduler = TestScheduler()
+        let timedOut = Flag()
+        task.bind(to: progress).timeout(seconds: 0.01, scheduler: scheduler).catch(on: nil) { error in
             XCTAssertTrue(error is PromiseTimeoutError)
-            timedOut.fulfill()
+            timedOut.raise()
         }
-        wait(for: [timedOut], timeout: 5)
+        scheduler.advance(by: 0.01)
+        XCTAssertTrue(timedOut.value)
         XCTAssertTrue(progress.isCancelled, "the timeout cancelled the source chain, and so the progress")
     }
 

@@ -277,6 +277,7 @@ final class URLSessionPromiseTests: XCTestCase {
         let id = freshID()
         let slow = server.url("/slow?id=\(id)&chunks=100&interval=0.1&size=1024")
         let started = Date()
+        // Real time: the server must have received the request before the timeout cancels it.
         let request = session.dataTask(.promise, with: slow).cancellize().timeout(seconds: 0.5)
         let error = try XCTUnwrap(waitForResult(request)?.rejectedError)
         XCTAssertEqual((error as? PromiseTimeoutError)?.seconds, 0.5)
@@ -289,7 +290,10 @@ final class URLSessionPromiseTests: XCTestCase {
         let id = freshID()
         let slow = server.url("/slow?id=\(id)&chunks=5&interval=0.1&size=10")
         let source = session.dataTask(.promise, with: slow)
-        let error = try XCTUnwrap(waitForResult(source.timeout(seconds: 0.1))?.rejectedError)
+        let scheduler = TestScheduler()
+        let timed = source.timeout(seconds: 0.1, scheduler: scheduler)
+        scheduler.advance(by: 0.1)
+        let error = try XCTUnwrap(timed.error)
         XCTAssertTrue(error is PromiseTimeoutError)
         XCTAssertEqual(waitForResult(source)?.fulfilledValue?.data.count, 50)
     }

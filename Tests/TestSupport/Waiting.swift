@@ -2,26 +2,52 @@ import Dispatch
 import Foundation
 import PromiseCore
 
-// Waiting in tests without the main queue: for a promise to settle, or for a condition.
+// The one family of waiting helpers that every test target shares: for a promise to settle
+// (`waitForResult`, and its `waitForValue`/`waitForError` shorthands) or for a condition
+// (`eventually`). On the main thread they run the main run loop while they wait, so handlers
+// queued on the main queue (the default `on:`) run meanwhile; elsewhere they block. Code that
+// only waits on the package's own timers needs none of them: it drives a `TestScheduler`.
 
-/// Waits (without needing the main queue) for `thenable` to settle; `nil` after `seconds`.
+/// Waits for `thenable` to settle, at most `seconds`; `nil` if it has not by then.
 public func waitForResult<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10) -> PromiseCore.Result<U.T>? {
+    if let result = thenable.result { return result }
     let semaphore = DispatchSemaphore(value: 0)
     let box = SendableBox<PromiseCore.Result<U.T>?>(nil)
     thenable.pipe { result in
         box.value = result
         semaphore.signal()
     }
-    _ = semaphore.wait(timeout: .now() + seconds)
+    guard Thread.isMainThread else {
+        _ = semaphore.wait(timeout: .now() + seconds)
+        return box.value
+    }
+    _ = eventually(seconds: seconds) { box.value != nil }
     return box.value
 }
 
-/// Polls `condition` every 10 ms for up to `seconds`.
+/// The value `thenable` is fulfilled with, waiting at most `seconds`; `nil` if it is rejected
+/// or still pending by then.
+public func waitForValue<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10) -> U.T? {
+    waitForResult(thenable, seconds: seconds)?.fulfilledValue
+}
+
+/// The error `thenable` is rejected with, waiting at most `seconds`; `nil` if it is fulfilled
+/// or still pending by then.
+public func waitForError<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10) -> Error? {
+    waitForResult(thenable, seconds: seconds)?.rejectedError
+}
+
+/// Checks `condition` until it holds, at most `seconds`: every 2 ms while running the main run
+/// loop on the main thread, every 10 ms (sleeping) elsewhere. Returns whether it held.
 public func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
+        if Thread.isMainThread {
+            _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
+        } else {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
     }
     return condition()
 }

@@ -1,5 +1,6 @@
 // The benchmarks: same-run baselines, the PromiseCore workloads and memory here, the
-// cancellation layer in `Cancellation.swift`, the small/large pairs in `Scaling.swift`. Every
+// cancellation layer in `Cancellation.swift`, the small/large pairs in `Scaling.swift`, timers
+// in `Timers.swift`. Every
 // benchmark runs a batch of `n` operations per iteration; the table printed by
 // `Benchmarks/run` divides the p50 of each metric by `n` (the batch sizes are listed there).
 // All handlers run with `on: nil` unless the name says otherwise, so the numbers are the
@@ -336,4 +337,5 @@ let benchmarks: @Sendable () -> Void = {
 
     registerCancellationBenchmarks()
     registerScalingBenchmarks()
+    registerTimerBenchmarks()
 }

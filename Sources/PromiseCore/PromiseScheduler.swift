@@ -1,0 +1,202 @@
+import Dispatch
+import Foundation
+
+// Time as a parameter: every API of the package that waits (`after`, `timeout`, `retry`'s
+// delays) asks a `PromiseScheduler` to run a closure later instead of reading the wall clock
+// itself. The default, `DispatchScheduler`, is the wall clock and a dispatch queue, as before;
+// the `PromiseTesting` library's `TestScheduler` is virtual time that a test advances by hand.
+//
+// Intervals that are not numbers. Everywhere in the package an interval of NaN seconds means
+// what `DispatchTime.now() + .nan` means to Dispatch (and so to PromiseKit's `after`): the same
+// as an infinite one, a deadline that never comes.
+
+/// Runs closures after a delay, on a clock of its own: the wall clock (``DispatchScheduler``),
+/// a Swift `Clock` (``ClockScheduler``), or virtual time that a test advances by hand
+/// (`TestScheduler`, in the `PromiseTesting` library).
+///
+/// Every API of the package that waits takes one: `after(seconds:scheduler:)`,
+/// `timeout(seconds:scheduler:)`, `retry(…scheduler:…)`. Without one they use
+/// ``DispatchScheduler/global``.
+///
+/// ```swift
+/// func poll(every seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global)
+///     -> Guarantee<Void>
+/// {
+///     after(seconds: seconds, scheduler: scheduler)
+/// }
+/// ```
+///
+/// A conforming type must be thread-safe: `schedule(after:_:)`, `now` and the returned work's
+/// `cancel()` may be called from any thread.
+public protocol PromiseScheduler: Sendable {
+    /// The scheduler's current time, in seconds since an origin of its own choosing: only
+    /// differences between two readings mean something.
+    var now: TimeInterval { get }
+
+    /// Runs `work` once, `seconds` from ``now``, and returns the handle that cancels it.
+    ///
+    /// Where `work` runs is the scheduler's to say (``DispatchScheduler``: on its queue). A
+    /// `seconds` of zero or less means as soon as possible, but never synchronously inside this
+    /// call; an infinite or NaN `seconds` means never (the scheduler may release `work` at once).
+    ///
+    /// Cancelling the returned ``ScheduledWork`` before `work` has started unschedules it:
+    /// `work` never runs, and the scheduler releases it (and what it captures).
+    func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork
+}
+
+/// A closure scheduled on a ``PromiseScheduler``: `cancel()` unschedules it.
+public protocol ScheduledWork: Sendable {
+    /// Unschedules the work if it has not started: it never runs, and the scheduler releases
+    /// it. A no-op once the work has started, and when called again. Safe from any thread,
+    /// including from inside other scheduled work.
+    func cancel()
+}
+
+// MARK: - Dispatch
+
+/// The default scheduler: the wall clock (`DispatchTime`, the system's monotonic uptime) and a
+/// dispatch timer that runs the work on ``queue``.
+///
+/// ```swift
+/// after(seconds: 2, scheduler: DispatchScheduler(queue: .main)).done { showHint() }
+/// ```
+///
+/// Cancelling a scheduled item cancels its dispatch timer: nothing stays registered with
+/// Dispatch and the work is released on the cancelling thread, before `cancel()` returns.
+public struct DispatchScheduler: PromiseScheduler {
+    /// Where scheduled work runs.
+    public let queue: DispatchQueue
+
+    /// The scheduler every time-based API of the package uses unless it is given another: a
+    /// global queue of the default quality of service.
+    public static let global = DispatchScheduler()
+
+    /// A scheduler that runs scheduled work on `queue` (a global queue by default).
+    public init(queue: DispatchQueue = .global()) {
+        self.queue = queue
+    }
+
+    /// Seconds of system uptime (`DispatchTime.now()`), which does not advance while the
+    /// system sleeps, as Dispatch's own deadlines.
+    public var now: TimeInterval {
+        Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+    }
+
+    /// Runs `work` on ``queue`` once `seconds` have passed (as soon as possible for zero or
+    /// less, never for an infinite or NaN `seconds`).
+    public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+        guard seconds < .infinity else { return NeverScheduledWork() }
+        return DispatchTimerWork(queue: queue, deadline: .now() + max(0, min(seconds, 1e9)), work: work)
+    }
+}
+
+/// The handle of work that never runs (scheduled after an infinite or NaN delay): it holds
+/// nothing, and cancelling it does nothing.
+package struct NeverScheduledWork: ScheduledWork {
+    package init() {}
+    package func cancel() {}
+}
+
+/// A one-shot dispatch timer. It keeps itself alive until it fires or is cancelled (the
+/// source's handler holds it); either way it releases `work` as soon as it can: after it ran,
+/// or at once, on the thread that cancels. Its lock word is its first stored property (see
+/// `Locked`), so a timer costs one object besides the dispatch source.
+private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
+    // @unchecked: `source` and `work` are read and cleared only under the lock word.
+    private var word = makeLockWord()  // must stay the first stored property
+    private var source: DispatchSourceTimer?
+    private var work: (@Sendable () -> Void)?
+
+    init(queue: DispatchQueue, deadline: DispatchTime, work: @escaping @Sendable () -> Void) {
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        self.source = source
+        self.work = work
+        // The handler holds this object (a cycle through the source) until `take()` breaks it.
+        source.setEventHandler { [self] in
+            guard let (source, work) = take() else { return }
+            source.cancel()
+            work()
+        }
+        source.schedule(deadline: deadline)
+        source.activate()
+    }
+
+    deinit {
+        lockWordDestroy(lockWordPointer(self))
+    }
+
+    func cancel() {
+        take()?.source.cancel()
+    }
+
+    private func take() -> (source: DispatchSourceTimer, work: @Sendable () -> Void)? {
+        let lock = lockWordPointer(self)
+        lockWordLock(lock)
+        defer { lockWordUnlock(lock) }
+        guard let source, let work else { return nil }
+        self.source = nil
+        self.work = nil
+        return (source, work)
+    }
+}
+
+// MARK: - Clock
+
+/// A scheduler on a Swift `Clock` (`ContinuousClock`, `SuspendingClock`, or a test clock of
+/// your own): each scheduled item is a `Task` that sleeps on the clock, then runs the work on
+/// the task's executor (the global concurrent executor).
+///
+/// ```swift
+/// let scheduler = ClockScheduler(ContinuousClock())
+/// after(seconds: 1, scheduler: scheduler).done { print("a second later") }
+/// ```
+///
+/// Cancelling a scheduled item cancels its task: the work never runs, and the task releases it
+/// once its sleep has ended with the cancellation (shortly after `cancel()`, asynchronously).
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+public struct ClockScheduler<C: Clock>: PromiseScheduler where C.Duration == Duration {
+    /// The clock the scheduler sleeps on and reads ``now`` from.
+    public let clock: C
+    /// ``now`` counts from this instant.
+    private let origin: C.Instant
+
+    /// A scheduler on `clock`, whose ``now`` is 0 at the time of this call.
+    public init(_ clock: C) {
+        self.clock = clock
+        self.origin = clock.now
+    }
+
+    /// Seconds on ``clock`` since this scheduler was made.
+    public var now: TimeInterval {
+        let elapsed = origin.duration(to: clock.now).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
+
+    /// Runs `work` in a task once `seconds` have passed on ``clock`` (as soon as possible for
+    /// zero or less, never for an infinite or NaN `seconds`).
+    public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
+        guard seconds < .infinity else { return NeverScheduledWork() }
+        let clock = self.clock
+        let deadline = clock.now.advanced(by: .seconds(max(0, min(seconds, 1e9))))
+        let task = Task {
+            do {
+                try await clock.sleep(until: deadline, tolerance: nil)
+            } catch {
+                return
+            }
+            guard !Task.isCancelled else { return }
+            work()
+        }
+        return TaskWork(task: task)
+    }
+}
+
+/// The handle of a ``ClockScheduler`` item: its task.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+private struct TaskWork: ScheduledWork {
+    let task: Task<Void, Never>
+
+    func cancel() {
+        task.cancel()
+    }
+}

@@ -1,0 +1,2 @@
+// Every test target that imports TestSupport sees the test scheduler too.
+@_exported import PromiseTesting
