@@ -307,7 +307,7 @@ public func ~= (pattern: PromiseTimeoutError, value: any Error) -> Bool {
 @available(*, deprecated, message: "use promise.timeout(seconds:), which keeps the promise's type and cancels its task")
 public func timeout(seconds: TimeInterval) -> Promise<Void> {
     let (promise, resolver) = Promise<Void>.pending()
-    let timer = OneShotTimer(seconds: seconds) {
+    let timer = DispatchScheduler.global.scheduleTimer(seconds: seconds) {
         resolver.reject(PromiseTimeoutError(seconds: seconds))
     }
     promise.attachCancellation(PromiseCancellation { timer.cancel() })
