@@ -48,6 +48,36 @@ private final class Attempts<T>: @unchecked Sendable {
     func resolver(_ attempt: Int) -> Resolver<T> { lock.withLock { resolvers[attempt - 1] } }
 }
 
+/// Attempts that fail at once, counting those that ran on the thread that called `retry` before
+/// `retry` returned. A safety valve keeps a `retry` that loops on its caller from looping for
+/// ever: the 100th such attempt fails with an error the tests' predicate refuses.
+private final class SynchronousFailures: @unchecked Sendable {
+    private let lock = NSLock()
+    private var caller: pthread_t?
+    private var returned = false
+    private var attempts = 0
+    private var onCallerBeforeReturn = 0
+
+    /// Call on the thread that is about to call `retry`.
+    func retryStarts() { lock.withLock { caller = pthread_self() } }
+    /// Call as soon as `retry` returned.
+    func retryReturned() { lock.withLock { returned = true } }
+
+    var count: Int { lock.withLock { attempts } }
+    var countOnCallerBeforeReturn: Int { lock.withLock { onCallerBeforeReturn } }
+
+    /// The body of the retry: every attempt fails at once with a `Flaky` error.
+    func attempt(_ attempt: Int) -> Promise<Int> {
+        let valve = lock.withLock { () -> Bool in
+            attempts += 1
+            guard !returned, let caller, pthread_equal(caller, pthread_self()) != 0 else { return false }
+            onCallerBeforeReturn += 1
+            return onCallerBeforeReturn >= 100
+        }
+        return Promise(error: valve ? Fatal() : Flaky(attempt: attempt) as Error)
+    }
+}
+
 final class RetryTests: XCTestCase {
     // MARK: Outcomes
 
@@ -96,19 +126,20 @@ final class RetryTests: XCTestCase {
         ) { attempt -> Promise<Int> in
             Promise(error: Flaky(attempt: attempt))
         }
-        XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 4), "rejected with the last attempt's error")
+        XCTAssertEqual(
+            waitForResult(result)?.rejectedError as? Flaky, Flaky(attempt: 4), "rejected with the last attempt's error")
         XCTAssertEqual(asked.withLock { $0 }, [1, 2, 3], "not asked about the last attempt")
     }
 
     func testAThrowingBodyIsAFailedAttempt() {
-        var calls = 0
+        let calls = Counter()
         let result = retry(maxAttempts: 3) { attempt -> Promise<Int> in
-            calls += 1
+            calls.increment()
             if attempt < 3 { throw Flaky(attempt: attempt) }
             return .value(42)
         }
-        XCTAssertEqual(result.value, 42)
-        XCTAssertEqual(calls, 3)
+        XCTAssertEqual(waitForResult(result)?.fulfilledValue, 42)
+        XCTAssertEqual(calls.value, 3)
     }
 
     func testAnErrorThePredicateRefusesIsNotRetried() {
@@ -386,18 +417,84 @@ final class RetryTests: XCTestCase {
                 attempt < 2 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
             }
         }
-        XCTAssertEqual(result?.value, 2)
-        XCTAssertNil(machinery)
+        XCTAssertEqual(result.flatMap { waitForResult($0)?.fulfilledValue }, 2)
+        XCTAssertTrue(eventually { machinery == nil }, "released once the last attempt's hop is over")
     }
 
-    func testManySynchronousFailuresLoopWithoutRecursing() {
-        var calls = 0
+    func testManySynchronousFailuresRunOneAfterAnotherWithoutRecursing() {
+        let calls = Counter()
         let result = retry(maxAttempts: 50_000) { attempt -> Promise<Int> in
-            calls += 1
+            calls.increment()
             throw Flaky(attempt: attempt)
         }
-        XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 50_000))
-        XCTAssertEqual(calls, 50_000)
+        XCTAssertEqual(waitForResult(result, seconds: 60)?.rejectedError as? Flaky, Flaky(attempt: 50_000))
+        XCTAssertEqual(calls.value, 50_000)
+    }
+
+    // MARK: Attempts that fail at once
+
+    func testRetryUntilCancelledReturnsAfterOneAttemptAndStopsWhenCancelled() {
+        let failures = SynchronousFailures()
+        failures.retryStarts()
+        let result = retry(maxAttempts: .max, if: { $0 is Flaky }) { failures.attempt($0) }
+        failures.retryReturned()
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1, "only the first attempt runs before `retry` returns")
+        XCTAssertTrue(eventually { failures.count >= 100 }, "the attempts go on, off the caller's thread")
+        result.cancel()
+        let atCancel = failures.count
+        XCTAssertEqual(waitForResult(result)?.rejectedError as? CancellablePromiseError, .cancelled)
+        Thread.sleep(forTimeInterval: 0.05)
+        let afterCancel = failures.count
+        XCTAssertLessThanOrEqual(afterCancel, atCancel + 1, "at most the attempt under way when `cancel()` ran")
+        Thread.sleep(forTimeInterval: 0.05)
+        XCTAssertEqual(failures.count, afterCancel, "no attempt starts after `cancel()`")
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1)
+    }
+
+    func testAMillionAttemptsThatFailAtOnceLetRetryReturnAfterTheFirst() {
+        let failures = SynchronousFailures()
+        failures.retryStarts()
+        let result = retry(maxAttempts: 1_000_000, if: { $0 is Flaky }) { failures.attempt($0) }
+        failures.retryReturned()
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1, "only the first attempt runs before `retry` returns")
+        XCTAssertLessThan(failures.count, 1_000_000, "`retry` returned before running every attempt")
+        result.cancel()
+        XCTAssertEqual(waitForResult(result)?.rejectedError as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancelRacingAttemptsThatFailAtOnceFromSeveralThreadsSettlesOnceAndStopsThem() {
+        let rounds = 200
+        let failures = (0..<rounds).map { _ in SynchronousFailures() }
+        let settled = (0..<rounds).map { _ in Counter() }
+        let results = Locked<[CancellablePromise<Int>]>([])
+        let atCancel = Locked<[Int]>([])
+        runWithoutDeadlock(timeout: 60) {
+            for round in 0..<rounds {
+                failures[round].retryStarts()
+                let result = retry(maxAttempts: .max, if: { $0 is Flaky }) { failures[round].attempt($0) }
+                failures[round].retryReturned()
+                result.pipe { _ in settled[round].increment() }
+                // Let a few attempts fail on other threads first, in most rounds.
+                while failures[round].count < round % 8 {}
+                DispatchQueue.concurrentPerform(iterations: 4) { _ in result.cancel() }
+                atCancel.withLock { $0.append(failures[round].count) }
+                results.withLock { $0.append(result) }
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.1)
+        let counts = failures.map(\.count)
+        Thread.sleep(forTimeInterval: 0.1)
+        XCTAssertEqual(failures.map(\.count), counts, "no attempt starts once the retries are cancelled")
+        let cancelled = atCancel.withLock { $0 }
+        XCTAssertEqual(cancelled.count, rounds)
+        for (round, atCancel) in cancelled.enumerated() {
+            XCTAssertEqual(failures[round].countOnCallerBeforeReturn, 1, "round \(round): one attempt before returning")
+            XCTAssertLessThanOrEqual(counts[round], atCancel + 1, "round \(round): at most one under way")
+            XCTAssertEqual(settled[round].value, 1, "round \(round): settles exactly once")
+        }
+        for result in results.withLock({ $0 }) {
+            XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
+        }
     }
 
     // MARK: Threads
