@@ -323,10 +323,19 @@ public final class CancellationToken: @unchecked Sendable {
             kept.reserveCapacity(entries.count - removedCount)
             for entry in old where !entry.action.isRemoved { kept.append(entry) }
             entries = kept
+            #if DEBUG
+            CancellationToken.entriesMoved.withLock { $0 += kept.count }
+            #endif
         }
         removedCount = 0
         return old
     }
+
+    #if DEBUG
+    /// How many entries compactions and sweeps copied to a new list, in this process (debug
+    /// builds only): tests count the work that removing registrations costs instead of timing it.
+    package static let entriesMoved = Locked(0)
+    #endif
 
     /// Under the lock: `count` entries of the token's own are gone. Returns the token's
     /// reference to itself once none is left, to be dropped after unlocking.
@@ -410,6 +419,9 @@ public final class CancellationToken: @unchecked Sendable {
         entries = kept
         removedCount = 0
         maySweep = keepsSweepable
+        #if DEBUG
+        CancellationToken.entriesMoved.withLock { $0 += kept.count }
+        #endif
         if deadOwn > 0 { after.release = ownEntriesRemoved(deadOwn) }
         unlock()
         var below = 0
