@@ -435,19 +435,20 @@ final class RetryTests: XCTestCase {
 
     func testRetryUntilCancelledReturnsAfterOneAttemptAndStopsWhenCancelled() {
         let failures = SynchronousFailures()
+        let freed = Flag()
         failures.retryStarts()
-        let result = retry(maxAttempts: .max, if: { $0 is Flaky }) { failures.attempt($0) }
+        let result = retry(maxAttempts: .max, if: { $0 is Flaky }, lifetimeProbe: DeinitProbe { freed.raise() }) {
+            failures.attempt($0)
+        }
         failures.retryReturned()
         XCTAssertEqual(failures.countOnCallerBeforeReturn, 1, "only the first attempt runs before `retry` returns")
         XCTAssertTrue(eventually { failures.count >= 100 }, "the attempts go on, off the caller's thread")
         result.cancel()
         let atCancel = failures.count
         XCTAssertEqual(waitForResult(result)?.rejectedError as? CancellablePromiseError, .cancelled)
-        Thread.sleep(forTimeInterval: 0.05)
-        let afterCancel = failures.count
-        XCTAssertLessThanOrEqual(afterCancel, atCancel + 1, "at most the attempt under way when `cancel()` ran")
-        Thread.sleep(forTimeInterval: 0.05)
-        XCTAssertEqual(failures.count, afterCancel, "no attempt starts after `cancel()`")
+        // Once the machinery is freed, no attempt can ever start again.
+        XCTAssertTrue(eventually { freed.value }, "the retry's machinery is freed once cancelled")
+        XCTAssertLessThanOrEqual(failures.count, atCancel + 1, "at most the attempt under way when `cancel()` ran")
         XCTAssertEqual(failures.countOnCallerBeforeReturn, 1)
     }
 
@@ -466,12 +467,15 @@ final class RetryTests: XCTestCase {
         let rounds = 200
         let failures = (0..<rounds).map { _ in SynchronousFailures() }
         let settled = (0..<rounds).map { _ in Counter() }
+        let freed = Counter()
         let results = Locked<[CancellablePromise<Int>]>([])
         let atCancel = Locked<[Int]>([])
         runWithoutDeadlock(timeout: 60) {
             for round in 0..<rounds {
                 failures[round].retryStarts()
-                let result = retry(maxAttempts: .max, if: { $0 is Flaky }) { failures[round].attempt($0) }
+                let result = retry(
+                    maxAttempts: .max, if: { $0 is Flaky }, lifetimeProbe: DeinitProbe { freed.increment() }
+                ) { failures[round].attempt($0) }
                 failures[round].retryReturned()
                 result.pipe { _ in settled[round].increment() }
                 // Let a few attempts fail on other threads first, in most rounds.
@@ -481,15 +485,13 @@ final class RetryTests: XCTestCase {
                 results.withLock { $0.append(result) }
             }
         }
-        Thread.sleep(forTimeInterval: 0.1)
-        let counts = failures.map(\.count)
-        Thread.sleep(forTimeInterval: 0.1)
-        XCTAssertEqual(failures.map(\.count), counts, "no attempt starts once the retries are cancelled")
+        // Once every retry's machinery is freed, no attempt can ever start again.
+        XCTAssertTrue(eventually(seconds: 30) { freed.value == rounds }, "every cancelled retry is freed")
         let cancelled = atCancel.withLock { $0 }
         XCTAssertEqual(cancelled.count, rounds)
         for (round, atCancel) in cancelled.enumerated() {
             XCTAssertEqual(failures[round].countOnCallerBeforeReturn, 1, "round \(round): one attempt before returning")
-            XCTAssertLessThanOrEqual(counts[round], atCancel + 1, "round \(round): at most one under way")
+            XCTAssertLessThanOrEqual(failures[round].count, atCancel + 1, "round \(round): at most one under way")
             XCTAssertEqual(settled[round].value, 1, "round \(round): settles exactly once")
         }
         for result in results.withLock({ $0 }) {
