@@ -333,7 +333,13 @@ struct MemberList {
         if rest.isEmpty {
             rest = []
         } else if rest.capacity > 64, rest.count < rest.capacity / 4 {
-            rest = Array(rest)
+            // A new buffer of twice the count (`Array(rest)` would share the old one and keep
+            // its capacity): the next shrink comes after half the members left again, so
+            // shrinking costs O(1) amortised per removal.
+            var smaller: [CancelEntry] = []
+            smaller.reserveCapacity(2 * rest.count)
+            smaller.append(contentsOf: rest)
+            rest = smaller
         }
     }
 

@@ -175,6 +175,9 @@ struct TokenState {
         entries = kept
         removedCount = 0
         maySweep = keepsSweepable
+        #if DEBUG
+        CancellationToken.entriesMoved.withLock { $0 += kept.count }
+        #endif
         if deadOwn > 0 { actions.release = ownEntriesRemoved(deadOwn) }
         return (derived, actions)
     }
@@ -237,6 +240,9 @@ struct TokenState {
             kept.reserveCapacity(entries.count - removedCount)
             for entry in old where !entry.action.isRemoved { kept.append(entry) }
             entries = kept
+            #if DEBUG
+            CancellationToken.entriesMoved.withLock { $0 += kept.count }
+            #endif
         }
         removedCount = 0
         return old

@@ -465,6 +465,25 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertEqual(context.storage.memberCapacity, 0, "a settled chain keeps no member array")
     }
 
+    func testALongLivedContextGivesBackMemberStorageAsMostMembersSettle() {
+        let context = CancelContext()
+        var resolvers: [Resolver<Int>] = []
+        var promises: [CancellablePromise<Int>] = []
+        for _ in 0..<10_000 {
+            let (promise, resolver) = Promise<Int>.pending()
+            promises.append(promise.cancellize(cancelContext: context))
+            resolvers.append(resolver)
+        }
+        XCTAssertGreaterThanOrEqual(context.storage.memberCapacity, 9_999)
+        for (index, resolver) in resolvers.enumerated() where index >= 100 { resolver.fulfill(index) }
+        XCTAssertEqual(context.storage.memberCount, 100)
+        XCTAssertLessThanOrEqual(
+            context.storage.memberCapacity, 4 * 100 + 64, "the member array shrinks with what is still pending")
+        context.cancel()
+        XCTAssertTrue(promises.prefix(100).allSatisfy { $0.promise.isRejected })
+        XCTAssertTrue(promises.dropFirst(100).allSatisfy { $0.promise.isFulfilled })
+    }
+
     // MARK: Who cancelled this?
 
     func testDebugDescriptionNamesWhereAndWithWhatTheChainWasCancelled() {

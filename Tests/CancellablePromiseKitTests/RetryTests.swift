@@ -49,6 +49,36 @@ private final class Attempts<T>: @unchecked Sendable {
     func resolver(_ attempt: Int) -> Resolver<T> { lock.withLock { resolvers[attempt - 1] } }
 }
 
+/// Attempts that fail at once, counting those that ran on the thread that called `retry` before
+/// `retry` returned. A safety valve keeps a `retry` that loops on its caller from looping for
+/// ever: the 100th such attempt fails with an error the tests' predicate refuses.
+private final class SynchronousFailures: @unchecked Sendable {
+    private let lock = NSLock()
+    private var caller: pthread_t?
+    private var returned = false
+    private var attempts = 0
+    private var onCallerBeforeReturn = 0
+
+    /// Call on the thread that is about to call `retry`.
+    func retryStarts() { lock.withLock { caller = pthread_self() } }
+    /// Call as soon as `retry` returned.
+    func retryReturned() { lock.withLock { returned = true } }
+
+    var count: Int { lock.withLock { attempts } }
+    var countOnCallerBeforeReturn: Int { lock.withLock { onCallerBeforeReturn } }
+
+    /// The body of the retry: every attempt fails at once with a `Flaky` error.
+    func attempt(_ attempt: Int) -> Promise<Int> {
+        let valve = lock.withLock { () -> Bool in
+            attempts += 1
+            guard !returned, let caller, pthread_equal(caller, pthread_self()) != 0 else { return false }
+            onCallerBeforeReturn += 1
+            return onCallerBeforeReturn >= 100
+        }
+        return Promise(error: valve ? Fatal() : Flaky(attempt: attempt) as Error)
+    }
+}
+
 final class RetryTests: XCTestCase {
     // MARK: Outcomes
 
@@ -433,6 +463,74 @@ final class RetryTests: XCTestCase {
         scheduler.run()  // one hand-over at a time, each from the scheduler's loop: no recursion
         XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 50_000))
         XCTAssertEqual(calls, 50_000)
+    }
+
+    // MARK: Attempts that fail at once
+
+    func testRetryUntilCancelledReturnsAfterOneAttemptAndStopsWhenCancelled() {
+        let failures = SynchronousFailures()
+        let freed = Flag()
+        failures.retryStarts()
+        let result = retry(maxAttempts: .max, if: { $0 is Flaky }, lifetimeProbe: DeinitProbe { freed.raise() }) {
+            failures.attempt($0)
+        }
+        failures.retryReturned()
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1, "only the first attempt runs before `retry` returns")
+        XCTAssertTrue(eventually { failures.count >= 100 }, "the attempts go on, off the caller's thread")
+        result.cancel()
+        let atCancel = failures.count
+        XCTAssertEqual(waitForResult(result)?.rejectedError as? CancellablePromiseError, .cancelled)
+        // Once the machinery is freed, no attempt can ever start again.
+        XCTAssertTrue(eventually { freed.value }, "the retry's machinery is freed once cancelled")
+        XCTAssertLessThanOrEqual(failures.count, atCancel + 1, "at most the attempt under way when `cancel()` ran")
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1)
+    }
+
+    func testAMillionAttemptsThatFailAtOnceLetRetryReturnAfterTheFirst() {
+        let failures = SynchronousFailures()
+        failures.retryStarts()
+        let result = retry(maxAttempts: 1_000_000, if: { $0 is Flaky }) { failures.attempt($0) }
+        failures.retryReturned()
+        XCTAssertEqual(failures.countOnCallerBeforeReturn, 1, "only the first attempt runs before `retry` returns")
+        XCTAssertLessThan(failures.count, 1_000_000, "`retry` returned before running every attempt")
+        result.cancel()
+        XCTAssertEqual(waitForResult(result)?.rejectedError as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancelRacingAttemptsThatFailAtOnceFromSeveralThreadsSettlesOnceAndStopsThem() {
+        let rounds = 200
+        let failures = (0..<rounds).map { _ in SynchronousFailures() }
+        let settled = (0..<rounds).map { _ in Counter() }
+        let freed = Counter()
+        let results = Locked<[CancellablePromise<Int>]>([])
+        let atCancel = Locked<[Int]>([])
+        runWithoutDeadlock(timeout: 60) {
+            for round in 0..<rounds {
+                failures[round].retryStarts()
+                let result = retry(
+                    maxAttempts: .max, if: { $0 is Flaky }, lifetimeProbe: DeinitProbe { freed.increment() }
+                ) { failures[round].attempt($0) }
+                failures[round].retryReturned()
+                result.pipe { _ in settled[round].increment() }
+                // Let a few attempts fail on other threads first, in most rounds.
+                while failures[round].count < round % 8 {}
+                DispatchQueue.concurrentPerform(iterations: 4) { _ in result.cancel() }
+                atCancel.withLock { $0.append(failures[round].count) }
+                results.withLock { $0.append(result) }
+            }
+        }
+        // Once every retry's machinery is freed, no attempt can ever start again.
+        XCTAssertTrue(eventually(seconds: 30) { freed.value == rounds }, "every cancelled retry is freed")
+        let cancelled = atCancel.withLock { $0 }
+        XCTAssertEqual(cancelled.count, rounds)
+        for (round, atCancel) in cancelled.enumerated() {
+            XCTAssertEqual(failures[round].countOnCallerBeforeReturn, 1, "round \(round): one attempt before returning")
+            XCTAssertLessThanOrEqual(failures[round].count, atCancel + 1, "round \(round): at most one under way")
+            XCTAssertEqual(settled[round].value, 1, "round \(round): settles exactly once")
+        }
+        for result in results.withLock({ $0 }) {
+            XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
+        }
     }
 
     func testRetryUntilCancelledReturnsAtOnceAndCancelUnschedulesTheNextAttempt() {

@@ -146,6 +146,7 @@ let scalingSmall = 1_000
 let aggregateLarge = 16_000
 let loopLarge = 64_000
 let joinLarge = 64_000
+let longLivedLarge = 64_000
 
 /// The serial queue of the queue-hop rows (the default queue of `then`/`map` is the main
 /// queue, which nothing drains in the benchmark process).

@@ -30,6 +30,34 @@ func registerScalingBenchmarks() {
     Benchmark("cancel_join_64k", configuration: configuration(seconds: 2)) { benchmark in
         joinContexts(joinLarge, benchmark)
     }
+
+    // Long-lived structures (detail 21). The small row of each pair works on
+    // `longLivedLarge / scalingSmall` structures of `scalingSmall` elements side by side, the
+    // large row on one structure of `longLivedLarge`: the same number of elements and about the
+    // same memory, so the ratio shows how the cost grows with the size of one structure, not how
+    // it grows once the elements no longer fit in the processor's caches (a cancel that visits
+    // 64,000 chains visits about 60 MB).
+    for (suffix, count) in [("1k", scalingSmall), ("64k", longLivedLarge)] {
+        let structures = longLivedLarge / count
+        Benchmark("cancel_links_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            cancelFollowingLinks(count, structures: structures, benchmark)
+        }
+        Benchmark("token_settle_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            settleTokenPromises(count, structures: structures, newestFirst: false, benchmark)
+        }
+        Benchmark("token_settle_newest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            settleTokenPromises(count, structures: structures, newestFirst: true, benchmark)
+        }
+        Benchmark("token_derived_drop_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            dropDerivedTokensOldestFirst(count, structures: structures, benchmark)
+        }
+        Benchmark("bag_settle_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            settleBagEntriesOldestFirst(count, structures: structures, benchmark)
+        }
+        Benchmark("when_while_settle_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            settleWhenWhileOutputsOldestFirst(count, structures: structures, benchmark)
+        }
+    }
 }
 
 /// race(autoCancel: true) over `count` pending inputs, one fulfilled: every loser must be
@@ -127,4 +155,155 @@ func joinContexts(_ count: Int, _ benchmark: Benchmark) {
     precondition(singles.allSatisfy { $0.promise.isCancelled && $0.promise.promise.isRejected })
     precondition(fresh.allSatisfy { $0.head.promise.isRejected && $0.tail.promise.isRejected })
     blackHole((sharedResolver, singles, fresh))
+}
+
+/// `structures` times: one chain whose `then` bodies returned the promises of `count` other
+/// chains, each with two pending promises, so the chain waits on all of them (a link each); then
+/// `cancel()` on each, which follows every link. Measures the cancels; the chains are made
+/// before.
+func cancelFollowingLinks(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    var resolvers: [Resolver<Int>] = []
+    var linked: [CancellablePromise<Int>] = []
+    var waiting: [CancellablePromise<Int>] = []
+    resolvers.reserveCapacity(count * structures)
+    linked.reserveCapacity(count * structures)
+    waiting.reserveCapacity(count * structures)
+    let heads = (0..<structures).map { _ in
+        let head = CancellablePromise.value(0)
+        for _ in 0..<count {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            let tail = promise.map(on: nil) { $0 }
+            resolvers.append(resolver)
+            linked.append(tail)
+            waiting.append(head.then(on: nil) { _ in tail })
+        }
+        return head
+    }
+    benchmark.startMeasurement()
+    for head in heads { head.cancel() }
+    benchmark.stopMeasurement()
+    precondition(linked.allSatisfy { $0.isCancelled && $0.promise.isRejected }, "a linked chain was not cancelled")
+    precondition(waiting.allSatisfy { $0.promise.isRejected })
+    blackHole(resolvers)
+}
+
+/// `structures` long-lived tokens, each with `count` promises made with
+/// `Promise(cancellationToken:)`, then settled oldest first (or newest first), token after
+/// token: each promise leaves its token as it settles. Measures the settling; the promises are
+/// made before.
+func settleTokenPromises(_ count: Int, structures: Int, newestFirst: Bool, _ benchmark: Benchmark) {
+    let requests = (0..<structures).map { _ in CancellationRequest() }
+    var resolvers: [[Resolver<Int>]] = []
+    var promises: [Promise<Int>] = []
+    promises.reserveCapacity(count * structures)
+    for request in requests {
+        var ownResolvers: [Resolver<Int>] = []
+        ownResolvers.reserveCapacity(count)
+        for _ in 0..<count {
+            promises.append(
+                Promise<Int>(cancellationToken: request.token) { resolver in
+                    ownResolvers.append(resolver)
+                    return {}
+                })
+        }
+        resolvers.append(ownResolvers)
+    }
+    benchmark.startMeasurement()
+    for ownResolvers in resolvers {
+        if newestFirst {
+            for index in ownResolvers.indices.reversed() { ownResolvers[index].fulfill(index) }
+        } else {
+            for index in ownResolvers.indices { ownResolvers[index].fulfill(index) }
+        }
+    }
+    benchmark.stopMeasurement()
+    precondition(promises.allSatisfy(\.isFulfilled), "a token promise did not settle")
+    blackHole(requests)
+}
+
+/// `structures` long-lived tokens, each with `count` tokens derived from it (`map`), then
+/// dropped oldest first: each leaves its operand's list as it is freed. Measures the drops; the
+/// tokens are made before.
+func dropDerivedTokensOldestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    let requests = (0..<structures).map { _ in CancellationRequest() }
+    var derived: [CancellationToken?] = []
+    derived.reserveCapacity(count * structures)
+    for request in requests {
+        for _ in 0..<count { derived.append(request.token.map { true }) }
+    }
+    benchmark.startMeasurement()
+    for index in derived.indices { derived[index] = nil }
+    benchmark.stopMeasurement()
+    precondition(requests.allSatisfy { !$0.token.isCompleted })
+    blackHole(derived)
+}
+
+/// `structures` long-lived `CancelBag`s, one after the other, into each of which `count`
+/// pending chains are stored while the oldest ones settle: half of them first, then one stored
+/// and the oldest pending one settled per step, then the rest settled oldest first and the bag
+/// counted (which sweeps it). Measures it all; the bags and what they held are kept until the
+/// end.
+func settleBagEntriesOldestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    var bags: [CancelBag] = []
+    var resolvers: [Resolver<Int>] = []
+    resolvers.reserveCapacity(count * structures)
+    benchmark.startMeasurement()
+    for _ in 0..<structures {
+        let bag = CancelBag()
+        let first = resolvers.count
+        var oldest = first
+        for index in 0..<count {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            promise.store(in: bag)
+            resolvers.append(resolver)
+            if index >= count / 2 {
+                resolvers[oldest].fulfill(oldest)
+                oldest += 1
+            }
+        }
+        while oldest < first + count {
+            resolvers[oldest].fulfill(oldest)
+            oldest += 1
+        }
+        precondition(bag.count == 0, "a settled chain stayed in the bag")
+        bags.append(bag)
+    }
+    benchmark.stopMeasurement()
+    blackHole((bags, resolvers))
+}
+
+/// `when(_:while:)` over `count` pending promises and one long-lived `cancelPromise`, the
+/// promises settling oldest first while new ones are watched (as in
+/// `settleBagEntriesOldestFirst`): each output leaves the condition's registrations as it
+/// settles. `structures` times, one `cancelPromise` after the other. Measures it all; the
+/// outputs are kept until the end.
+func settleWhenWhileOutputsOldestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    var conditions: [Resolver<Void>] = []
+    var resolvers: [Resolver<Int>] = []
+    var outputs: [Promise<Int>] = []
+    resolvers.reserveCapacity(count * structures)
+    outputs.reserveCapacity(count * structures)
+    benchmark.startMeasurement()
+    for _ in 0..<structures {
+        let (condition, conditionResolver) = Promise<Void>.pending()
+        conditions.append(conditionResolver)
+        let first = resolvers.count
+        var oldest = first
+        for index in 0..<count {
+            let (promise, resolver) = Promise<Int>.pending()
+            outputs.append(when(promise, while: condition))
+            resolvers.append(resolver)
+            if index >= count / 2 {
+                resolvers[oldest].fulfill(oldest)
+                oldest += 1
+            }
+        }
+        while oldest < first + count {
+            resolvers[oldest].fulfill(oldest)
+            oldest += 1
+        }
+    }
+    benchmark.stopMeasurement()
+    precondition(outputs.allSatisfy(\.isFulfilled), "a when(_:while:) output did not settle")
+    blackHole(conditions)
 }
