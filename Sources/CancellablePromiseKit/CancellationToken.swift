@@ -204,7 +204,7 @@ public final class CancellationToken: @unchecked Sendable {
     @discardableResult
     func complete(cancelled: Bool) -> Bool {
         guard let actions = withState({ $0.complete(cancelled: cancelled) }) else { return false }
-        actions.perform()
+        TokenCompletions.perform(actions)
         return true
     }
 
@@ -261,14 +261,41 @@ public final class CancellationToken: @unchecked Sendable {
     /// costs O(1) per entry, amortised, and a list stays within twice its live entries plus
     /// the live entries below it.
     private func sweep(pass: UInt64) -> Int {
-        guard var (derived, actions) = withState({ $0.sweep(pass: pass) }) else { return 0 }
-        var below = 0
-        for token in derived { below += token.sweep(pass: pass) }
-        // A derived token that let itself go is freed here, and leaves this token's list.
-        derived = []
-        actions.perform()
-        actions = TokenActions()
-        return withState { $0.sweepFinished(below: below) }
+        // Depth first, with an explicit stack rather than recursion: tokens derived from tokens
+        // derived from this one can be nested a hundred thousand levels deep.
+        struct Visit {
+            let token: CancellationToken
+            var derived: [CancellationToken]
+            var next = 0
+            /// Entries kept by the tokens below, visited so far.
+            var below = 0
+            var actions: TokenActions
+        }
+        func enter(_ token: CancellationToken) -> Visit? {
+            guard let (derived, actions) = token.withState({ $0.sweep(pass: pass) }) else { return nil }
+            return Visit(token: token, derived: derived, actions: actions)
+        }
+        var stack: [Visit] = []
+        // (No binding outlives the append: a copy of the visit would keep the tokens below
+        // alive past the point where they are meant to be freed.)
+        if let visit = enter(self) { stack.append(visit) } else { return 0 }
+        while true {
+            let top = stack.count - 1
+            if stack[top].next < stack[top].derived.count {
+                let child = stack[top].derived[stack[top].next]
+                stack[top].next += 1
+                if let visit = enter(child) { stack.append(visit) }
+                continue
+            }
+            var visit = stack.removeLast()
+            // A derived token that let itself go is freed here, and leaves this token's list.
+            visit.derived = []
+            visit.actions.perform()
+            visit.actions = TokenActions()
+            let kept = visit.token.withState { $0.sweepFinished(below: visit.below) }
+            guard !stack.isEmpty else { return kept }
+            stack[stack.count - 1].below += kept
+        }
     }
 
     // MARK: Derived tokens
