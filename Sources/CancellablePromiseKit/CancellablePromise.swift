@@ -38,26 +38,28 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// keeps the chain cancellable (see ``CancelContext``).
     public let cancelContext: CancelContext
 
-    /// This promise's place in its chain.
-    @usableFromInline let entry: CancelEntry
+    /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
+    /// has left the chain).
+    @usableFromInline let _key: _CancelKey
 
-    /// Makes `promise` a member of `context`, through `entry` (made for it in `context`). If
-    /// `promise` has settled already there is nothing to cancel and nothing is listed.
+    /// Makes `promise` a member of `context`, following `upstream` (a member of the same
+    /// context), if any; `cancel` stops its task. If `promise` has settled already there is
+    /// nothing to cancel and nothing is listed.
     @inlinable
-    init(member promise: Promise<T>, context: CancelContext, entry: CancelEntry) {
+    init(member promise: Promise<T>, context: CancelContext, upstream: _CancelKey? = nil, cancel: (() -> Void)?) {
         self.promise = promise
         self.cancelContext = context
-        self.entry = entry
-        context.storage.add(entry, for: promise)
+        self._key = context.storage._add(promise, upstream: upstream, cancel: cancel)
     }
 
-    /// Makes `promise` a member of `context`, the first of its chain (no upstream step);
-    /// `cancel` stops its task.
+    /// Makes `promise`, a step made with `context`'s storage as its attachment and `key` (just
+    /// reserved) as its key, a member of `context`.
     @inlinable
-    convenience init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
-        self.init(
-            member: promise, context: context,
-            entry: CancelEntry(home: context.storage, upstream: nil, isObserver: false, cancel: cancel))
+    init(step promise: Promise<T>, context: CancelContext, key: _CancelKey) {
+        self.promise = promise
+        self.cancelContext = context
+        self._key = key
+        context.storage._list(key, target: promise)
     }
 
     // MARK: Creating
@@ -119,10 +121,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         } catch {
             output = Promise(error: error)
         }
-        let context = CancelContext()
-        let entry = CancelEntry(home: context.storage, upstream: nil, isObserver: false) { signal.cancel() }
-        self.init(member: output, context: context, entry: entry)
-        if let inner { entry.link(inner) }
+        self.init(member: output, context: CancelContext()) { signal.cancel() }
+        if let inner { _CancelMember(storage: cancelContext.storage, key: _key).link(inner, whileBodyRuns: false) }
     }
 
     /// Makes a cancellable promise that follows `bridge`, in `cancelContext` (a new context by
