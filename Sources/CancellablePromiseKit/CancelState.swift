@@ -280,26 +280,41 @@ struct MemberTable {
     /// Slots allocated beyond the inline one (for tests).
     var capacity: Int { rest.capacity }
 
-    private subscript(index: Int) -> Slot {
-        _read {
-            if index == 0 { yield first } else { yield rest[index - 1] }
-        }
-        _modify {
-            if index == 0 { yield &first } else { yield &rest[index - 1] }
-        }
+    // Slots are reached through these two helpers rather than a subscript with `_read` and
+    // `_modify` accessors: those are coroutines, and one not inlined allocates its frame on
+    // every access.
+
+    /// Runs `body` on slot `index`, in place.
+    @inline(__always)
+    private mutating func withSlot<R>(_ index: Int, _ body: (inout Slot) -> R) -> R {
+        if index == 0 { return body(&first) }
+        return body(&rest[index - 1])
     }
+
+    /// Reads slot `index`.
+    @inline(__always)
+    private func readSlot<R>(_ index: Int, _ body: (borrowing Slot) -> R) -> R {
+        if index == 0 { return body(first) }
+        return rest.withUnsafeBufferPointer { body($0[index - 1]) }
+    }
+
+    private func state(_ index: Int) -> Slot.State { readSlot(index) { $0.state } }
+    private func generation(_ index: Int) -> UInt32 { readSlot(index) { $0.generation } }
+    private func isObserver(_ index: Int) -> Bool { readSlot(index) { $0.isObserver } }
+    private func upstream(_ index: Int) -> _CancelKey? { readSlot(index) { $0.upstream } }
+    private func waitsBehindObserver(_ index: Int) -> Bool? { readSlot(index) { $0.waitsBehindObserver } }
 
     /// The slot of `key` if it is still the reservation `key` names.
     func index(of key: _CancelKey) -> Int? {
         let index = Int(key.index)
-        guard index < slotCount, self[index].generation == key.generation else { return nil }
-        if case .free = self[index].state { return nil }
+        guard index < slotCount, generation(index) == key.generation else { return nil }
+        if case .free = state(index) { return nil }
         return index
     }
 
     /// The slot of `key` if it is listed.
     func listedIndex(of key: _CancelKey) -> Int? {
-        guard let index = index(of: key), case .listed = self[index].state else { return nil }
+        guard let index = index(of: key), case .listed = state(index) else { return nil }
         return index
     }
 
@@ -316,11 +331,11 @@ struct MemberTable {
         let index: Int
         if freeHead >= 0 {
             index = Int(freeHead)
-            guard case .free(let next) = self[index].state else {
+            guard case .free(let next) = state(index) else {
                 preconditionFailure("MemberTable.reserve: the free list names a slot in use")
             }
             freeHead = next
-            self[index] = slot
+            withSlot(index) { $0 = slot }
         } else if slotCount == 0 {
             index = 0
             first = slot
@@ -336,7 +351,8 @@ struct MemberTable {
 
     /// Frees a slot whose contents were taken; releases the array once every slot is free.
     private mutating func free(_ index: Int) {
-        self[index] = Slot(state: .free(next: freeHead))
+        let next = freeHead
+        withSlot(index) { $0 = Slot(state: .free(next: next)) }
         freeHead = Int32(index)
         inUse -= 1
         if inUse == 0 {
@@ -349,7 +365,7 @@ struct MemberTable {
 
     private mutating func take(_ index: Int) -> MemberContents {
         var taken = MemberContents()
-        swap(&taken, &self[index].contents)
+        withSlot(index) { swap(&taken, &$0.contents) }
         return taken
     }
 
@@ -380,7 +396,7 @@ struct MemberTable {
         into actions: inout CancelActions
     ) {
         let index = Int(key.index)
-        switch self[index].state {
+        switch state(index) {
         case .reserved:
             break
         case .settledBeforeListing:
@@ -392,11 +408,11 @@ struct MemberTable {
         }
         switch phase {
         case .active:
-            self[index].contents.target = target
-            self[index].state = .listed
+            withSlot(index) { $0.contents.target = target }
+            withSlot(index) { $0.state = .listed }
             listedCount += 1
         case .cancelled(let error, _):
-            if self[index].isObserver || self[index].upstream != nil {
+            if isObserver(index) || upstream(index) != nil {
                 // A step added to a cancelled chain: its upstream promise passes the
                 // cancellation on to it, or, if it fulfilled, the step's body finds the chain
                 // cancelled before starting (`PromiseAttachment.errorBeforeBody`) and rejects.
@@ -407,14 +423,14 @@ struct MemberTable {
                     actions.follow(link, error: error)
                 }
                 actions.release(taken)
-                self[index].state = .detached
+                withSlot(index) { $0.state = .detached }
             } else {
-                self[index].contents.target = target
+                withSlot(index) { $0.contents.target = target }
                 reject(index, home: home, with: error, into: &actions)
             }
         case .abandoned:
             actions.release(take(index))
-            self[index].state = .detached
+            withSlot(index) { $0.state = .detached }
         case .forwarded:
             preconditionFailure("MemberTable.list: a forwarded storage lists nothing (lock the root)")
         }
@@ -424,7 +440,7 @@ struct MemberTable {
     /// held, to release after the lock, and its earlier attachment, to notify after the lock.
     mutating func memberSettled(_ index: Int) -> (MemberContents, EarlierAttachment?) {
         guard index < slotCount else { return (MemberContents(), nil) }
-        switch self[index].state {
+        switch state(index) {
         case .listed:
             listedCount -= 1
             let taken = take(index)
@@ -433,7 +449,7 @@ struct MemberTable {
             return (taken, earlier)
         case .reserved:
             // Settled before being listed (a step whose body ran at once): `list` frees it.
-            self[index].state = .settledBeforeListing
+            withSlot(index) { $0.state = .settledBeforeListing }
             return (take(index), takeEarlier(index))
         case .detached:
             let earlier = takeEarlier(index)
@@ -452,10 +468,10 @@ struct MemberTable {
         into actions: inout CancelActions
     ) {
         if let index = index(of: key) {
-            switch self[index].state {
+            switch state(index) {
             case .reserved, .listed:
                 if case .abandoned = phase { return actions.release(link) }
-                self[index].contents.link = CancelLink.adding(link, to: self[index].contents.link)
+                withSlot(index) { $0.contents.link = CancelLink.adding(link, to: $0.contents.link) }
                 return
             case .free, .settledBeforeListing, .detached:
                 break
@@ -485,18 +501,18 @@ struct MemberTable {
         actions.reserveRejections(listedCount)
         var index = 0
         while index < slotCount {
-            if case .listed = self[index].state { markWaitingBehindObserver(index) }
+            if case .listed = state(index) { markWaitingBehindObserver(index) }
             index += 1
         }
         index = 0
         // `free` may release the array once the last slot is freed: `slotCount` is read again.
         while index < slotCount {
-            if case .listed = self[index].state {
+            if case .listed = state(index) {
                 listedCount -= 1
-                if self[index].waitsBehindObserver == true {
+                if waitsBehindObserver(index) == true {
                     // Settles when the observer ahead of it passes the cancellation on.
                     actions.release(take(index))
-                    self[index].state = .detached
+                    withSlot(index) { $0.state = .detached }
                 } else {
                     reject(index, home: home, with: error, into: &actions)
                 }
@@ -521,9 +537,9 @@ struct MemberTable {
         guard listedCount > 0 else { return }
         var index = 0
         while index < slotCount {
-            if case .listed = self[index].state {
+            if case .listed = state(index) {
                 actions.release(take(index))
-                self[index].state = .detached
+                withSlot(index) { $0.state = .detached }
             }
             index += 1
         }
@@ -541,7 +557,7 @@ struct MemberTable {
         if notified {
             free(index)
         } else {
-            self[index].state = .detached
+            withSlot(index) { $0.state = .detached }
             if let earlier { self.earlier[index] = earlier }
         }
     }
@@ -552,40 +568,40 @@ struct MemberTable {
     private mutating func markWaitingBehindObserver(_ index: Int) {
         // Common case without allocating: the slot is decided by itself or by its upstream,
         // already marked.
-        if self[index].waitsBehindObserver != nil { return }
-        if self[index].isObserver {
-            self[index].waitsBehindObserver = true
+        if waitsBehindObserver(index) != nil { return }
+        if isObserver(index) {
+            withSlot(index) { $0.waitsBehindObserver = true }
             return
         }
-        guard let upstreamKey = self[index].upstream, let upstream = listedIndex(of: upstreamKey) else {
-            self[index].waitsBehindObserver = false
+        guard let upstreamKey = upstream(index), let upstreamIndex = listedIndex(of: upstreamKey) else {
+            withSlot(index) { $0.waitsBehindObserver = false }
             return
         }
-        if let known = self[upstream].waitsBehindObserver {
-            self[index].waitsBehindObserver = known
+        if let known = waitsBehindObserver(upstreamIndex) {
+            withSlot(index) { $0.waitsBehindObserver = known }
             return
         }
         var path: [Int] = []
         var current = index
         var answer: Bool
         while true {
-            if let known = self[current].waitsBehindObserver {
+            if let known = waitsBehindObserver(current) {
                 answer = known
                 break
             }
-            if self[current].isObserver {
+            if isObserver(current) {
                 answer = true
-                self[current].waitsBehindObserver = true
+                withSlot(current) { $0.waitsBehindObserver = true }
                 break
             }
-            guard let key = self[current].upstream, let next = listedIndex(of: key) else {
+            guard let key = upstream(current), let next = listedIndex(of: key) else {
                 answer = false
-                self[current].waitsBehindObserver = false
+                withSlot(current) { $0.waitsBehindObserver = false }
                 break
             }
             path.append(current)
             current = next
         }
-        for waiting in path { self[waiting].waitsBehindObserver = answer }
+        for waiting in path { withSlot(waiting) { $0.waitsBehindObserver = answer } }
     }
 }
