@@ -26,18 +26,21 @@ struct _CancelMember {
     @inlinable
     func link<U: Thenable>(_ next: U, whileBodyRuns: Bool = true) {
         if let cancellable = next as? CancellablePromise<U.T> {
-            link(chainOf: cancellable.promise, cancellable.cancelContext, whileBodyRuns: whileBodyRuns)
+            link(chainOf: cancellable.promise, { cancellable.cancelContext }, whileBodyRuns: whileBodyRuns)
         } else if !(next is Guarantee<U.T>) {
             link(taskOf: next.asPromise(), whileBodyRuns: whileBodyRuns)
         }
     }
 
-    /// `link(_:)` for a returned `CancellablePromise`: its chain, held through `context`.
+    /// `link(_:)` for a returned `CancellablePromise`: its chain, held through its context,
+    /// asked for only if the promise is pending (a settled `.value(x)` makes none).
     @usableFromInline
-    func link(chainOf promise: any CancelTarget, _ context: CancelContext, whileBodyRuns: Bool) {
+    func link(chainOf promise: any CancelTarget, _ contextOf: () -> CancelContext, whileBodyRuns: Bool) {
+        guard promise.isPendingLocked else { return }
+        let context = contextOf()
         // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
         // its own handle would keep the chain cancellable for ever.
-        guard promise.isPendingLocked, !context.storage.isSameChain(as: storage) else { return }
+        guard !context.storage.isSameChain(as: storage) else { return }
         storage.link(key, .chain(context), whileBodyRuns: whileBodyRuns)
     }
 

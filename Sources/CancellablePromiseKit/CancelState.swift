@@ -202,6 +202,9 @@ struct _CancelKey: Equatable, Sendable {
         self.index = index
         self.generation = generation
     }
+
+    /// The key of a promise that never was a member (made settled): names no slot.
+    @inlinable static var none: _CancelKey { _CancelKey(index: .max, generation: 0) }
 }
 
 /// What a member held, released outside the lock (closures may own objects whose `deinit` runs

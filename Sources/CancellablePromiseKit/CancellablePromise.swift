@@ -28,15 +28,43 @@ import PromiseCore
 /// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
 /// ```
 public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
-    // @unchecked: every stored property is immutable; `T` need not be `Sendable`, as for
-    // `Promise` (values cross threads only through the promise's own synchronisation).
+    // @unchecked: every stored property is immutable but `lateContext`, guarded by `promise`'s
+    // lock; `T` need not be `Sendable`, as for `Promise` (values cross threads only through the
+    // promise's own synchronisation).
     /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
     /// with plain `Promise` operators is not cancellable.
     public let promise: Promise<T>
 
     /// The context shared by this promise's chain; cancel it to cancel the chain. Holding it
     /// keeps the chain cancellable (see ``CancelContext``).
-    public let cancelContext: CancelContext
+    @inlinable public var cancelContext: CancelContext {
+        if let context = _context { return context }
+        return _lateContext()
+    }
+
+    /// The context of a promise made in one (every promise made pending); `nil` for a promise
+    /// made settled (`value(_:)`, `init(error:)`), which is in no chain until asked for its
+    /// context: a returned `.value(x)` costs no context.
+    @usableFromInline let _context: CancelContext?
+
+    /// The context made on first use for a promise made settled. Guarded by `promise`'s lock.
+    @exclusivity(unchecked) private var lateContext: CancelContext?
+
+    /// The context of a promise made settled, made on first use.
+    @usableFromInline func _lateContext() -> CancelContext {
+        promise.withLock {
+            if let context = lateContext { return context }
+            let context = CancelContext()
+            lateContext = context
+            return context
+        }
+    }
+
+    /// The context if there is one already (without making one for a promise made settled).
+    private var existingContext: CancelContext? {
+        if let context = _context { return context }
+        return promise.withLock { lateContext }
+    }
 
     /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
     /// has left the chain).
@@ -48,8 +76,17 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     @inlinable
     init(member promise: Promise<T>, context: CancelContext, upstream: _CancelKey? = nil, cancel: (() -> Void)?) {
         self.promise = promise
-        self.cancelContext = context
+        self._context = context
         self._key = context.storage._add(promise, upstream: upstream, cancel: cancel)
+    }
+
+    /// Wraps `promise`, made settled: nothing to cancel, nothing listed, and no context until
+    /// one is asked for.
+    @inlinable
+    init(settled promise: Promise<T>) {
+        self.promise = promise
+        self._context = nil
+        self._key = .none
     }
 
     /// Makes `promise`, a step made with `context`'s storage as its attachment and `key` (just
@@ -57,7 +94,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     @inlinable
     init(step promise: Promise<T>, context: CancelContext, key: _CancelKey) {
         self.promise = promise
-        self.cancelContext = context
+        self._context = context
         self._key = key
         context.storage._list(key, target: promise)
     }
@@ -135,13 +172,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
     @inlinable
     public convenience init(error: Error) {
-        self.init(member: Promise(error: error), context: CancelContext(), cancel: nil)
+        self.init(settled: Promise(error: error))
     }
 
     /// A cancellable promise fulfilled with `value` (cancelling it does nothing).
     @inlinable
     public static func value(_ value: T) -> CancellablePromise<T> {
-        CancellablePromise(member: .value(value), context: CancelContext(), cancel: nil)
+        CancellablePromise(settled: .value(value))
     }
 
     /// A pending cancellable promise and its resolver. `cancel()` rejects it (unlike
@@ -181,13 +218,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// `true` once cancellation was requested for this promise or its chain, whether or not it
     /// was still pending (as `Task.isCancelled`).
-    public var isCancelled: Bool { cancelContext.isCancelled }
+    public var isCancelled: Bool { existingContext?.isCancelled ?? false }
 
     /// The same as `isCancelled` (PromiseKit 7's name).
-    public var cancelAttempted: Bool { cancelContext.isCancelled }
+    public var cancelAttempted: Bool { isCancelled }
 
     /// The error the chain was cancelled with, if it was.
-    public var cancelledError: Error? { cancelContext.cancelledError }
+    public var cancelledError: Error? { existingContext?.cancelledError }
 
     // MARK: Thenable
 
@@ -244,7 +281,7 @@ private final class CancelSignal: Sendable {
 extension CancellablePromise where T == Void {
     /// A cancellable promise fulfilled with `()`.
     public convenience init() {
-        self.init(member: Promise(), context: CancelContext(), cancel: nil)
+        self.init(settled: Promise())
     }
 }
 

@@ -511,6 +511,15 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         attachmentKey = key
     }
 
+    /// Runs `body` with this promise's lock held: for state a wrapper keeps beside the promise
+    /// (the context `CancellablePromiseKit` makes on first use for a promise made settled).
+    /// `body` must not take another lock nor touch this promise.
+    package final func withLock<R>(_ body: () -> R) -> R {
+        lock()
+        defer { unlock() }
+        return body()
+    }
+
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
     @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
         lock()
