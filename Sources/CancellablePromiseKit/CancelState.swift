@@ -5,9 +5,11 @@ import PromiseCore
 /// The state of one storage. Every event is a method that decides under the lock of the
 /// storage's root and records in `CancelActions` what must be done after the lock is released.
 ///
-/// A storage's members live in its own `table` for ever: a join does not move them. An absorbed
-/// (forwarded) storage's table is guarded by its root's lock, and the root lists the storages
-/// it absorbed (`absorbed`), so that cancelling or abandoning the chain reaches every table.
+/// A storage's members live in its own `MemberTable` for ever (the storage's `members`, beside
+/// its state: the two are guarded by different locks once a join absorbed the storage): a join
+/// does not move them. An absorbed (forwarded) storage's table is guarded by its root's lock,
+/// and the root lists the storages it absorbed (`absorbed`), so that cancelling or abandoning
+/// the chain reaches every table.
 struct CancelState {
     enum Phase {
         /// Listing the chain's pending promises.
@@ -22,8 +24,6 @@ struct CancelState {
     }
 
     private(set) var phase = Phase.active
-    /// This storage's members (guarded by its root's lock, this storage's own while it is one).
-    var table = MemberTable()
     /// Live handles: `CancelContext`s of this storage, and storages forwarding here that still
     /// have handles of their own. Starts with the handle that creates the storage.
     private var handles = 1

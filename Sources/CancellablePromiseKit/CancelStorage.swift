@@ -47,11 +47,16 @@ import PromiseCore
 /// promises. Never exposed: users hold `CancelContext` handles.
 @usableFromInline
 final class CancelStorage: PromiseAttachment, @unchecked Sendable {
-    // @unchecked: `state` is only touched with the lock held (its table: the root's lock).
+    // @unchecked: `state` is only touched with the lock held, `members` with the root's.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
-    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    /// Guarded by this storage's own lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state = CancelState()
+    /// This storage's members, guarded by its root's lock: its own while it is a root, the lock
+    /// of the root it forwards to once a join absorbed it. A variable of its own, not a field of
+    /// `state`: the two are guarded by different locks then, and an access to a field is an
+    /// access to the whole variable (as ThreadSanitizer sees it).
+    @exclusivity(unchecked) private var members = MemberTable()
 
     init() {}
 
@@ -132,8 +137,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     @discardableResult
     private func cancelGroup(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
         guard let group = state.cancel(with: error, at: site) else { return false }
-        state.table.cancelMembers(with: error, home: self, into: &actions)
-        for storage in group { storage.state.table.cancelMembers(with: error, home: storage, into: &actions) }
+        members.cancelMembers(with: error, home: self, into: &actions)
+        for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
         actions.releasedStorages.append(contentsOf: group)
         return true
     }
@@ -160,25 +165,25 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     /// The listed members of the chain (of every table of its group).
     var memberCount: Int {
-        readRoot { root in
-            var count = root.table.listedCount
-            for storage in root.absorbed { count += storage.state.table.listedCount }
-            return count
-        }
+        let root = lockRoot()
+        defer { root.unlock() }
+        var count = root.members.listedCount
+        for storage in root.state.absorbed { count += storage.members.listedCount }
+        return count
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
         let root = lockRoot()
         defer { root.unlock() }
-        return state.table.capacity
+        return members.capacity
     }
 
     /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
     func isListed(_ key: _CancelKey) -> Bool {
         let root = lockRoot()
         defer { root.unlock() }
-        return state.table.isListed(key)
+        return members.isListed(key)
     }
 
     func isSameChain(as other: CancelStorage) -> Bool {
@@ -217,7 +222,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         actions.linkSite = .library
         actions.excludedRoot = excluded
         let root = lockRoot()
-        if state.table.isListed(key) {
+        if members.isListed(key) {
             root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
         }
         root.unlock()
@@ -235,8 +240,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         actions.excludedRoot = winnerRoot
         let root = lockRoot()
         if root === winnerRoot {
-            _ = state.table.cancelAlone(key, home: self, with: boxedCancellation, into: &actions)
-        } else if state.table.isListed(key) {
+            _ = members.cancelAlone(key, home: self, with: boxedCancellation, into: &actions)
+        } else if members.isListed(key) {
             root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
         }
         root.unlock()
@@ -248,7 +253,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// with `_list`.
     @usableFromInline func _reserve(upstream: _CancelKey?, isObserver: Bool) -> _CancelKey {
         let root = lockRoot()
-        let key = state.table.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
+        let key = members.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
         root.unlock()
         return key
     }
@@ -259,7 +264,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     @usableFromInline func _list(_ key: _CancelKey, target: any CancelTarget) {
         var actions = CancelActions()
         let root = lockRoot()
-        state.table.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
+        members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
@@ -273,18 +278,18 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     ) -> _CancelKey {
         var actions = CancelActions()
         let root = lockRoot()
-        let key = state.table.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
+        let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
         let (attached, previous, previousKey) = promise.replaceAttachment(with: self, key: key.index)
         if attached {
             // Keeps the attachment it had (not a producer's task, which the cancel closure
             // stands for), to tell when it settles.
             if let previous, !(previous is PromiseCancellation) {
-                state.table.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
+                members.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
             }
-            state.table.list(key, target: promise, phase: root.state.phase, home: self, into: &actions)
+            members.list(key, target: promise, phase: root.state.phase, home: self, into: &actions)
         } else {
             // Settled already: nothing to cancel; the closure is released uncalled.
-            actions.release(state.table.unreserve(key))
+            actions.release(members.unreserve(key))
         }
         root.unlock()
         // A producer's task, released here, outside the lock.
@@ -297,7 +302,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// actions.
     @usableFromInline package func promiseDidSettle(key: UInt32) {
         let root = lockRoot()
-        var (released, earlier) = state.table.memberSettled(Int(key))
+        var (released, earlier) = members.memberSettled(Int(key))
         root.unlock()
         if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
         if let link = released.link {
@@ -313,7 +318,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
         var actions = CancelActions()
         let root = lockRoot()
-        state.table.link(key, link, phase: root.state.phase, whileBodyRuns: whileBodyRuns, into: &actions)
+        members.link(key, link, phase: root.state.phase, whileBodyRuns: whileBodyRuns, into: &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
@@ -330,8 +335,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
                 break
             case .abandoned(let group):
                 // An abandoned root: every table of its group is guarded by its lock.
-                current.state.table.abandonMembers(into: &actions)
-                for absorbed in group { absorbed.state.table.abandonMembers(into: &actions) }
+                current.members.abandonMembers(into: &actions)
+                for absorbed in group { absorbed.members.abandonMembers(into: &actions) }
                 actions.releasedStorages = group
             case .release(let holding):
                 storage = holding
@@ -345,7 +350,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// member again: no member in its table (guarded by the root's lock) and no handle of its own
     /// (guarded by its own lock, a leaf: whoever holds a forwarded storage's lock takes no other).
     private var isSpent: Bool {
-        guard state.table.inUse == 0 else { return false }
+        guard members.inUse == 0 else { return false }
         lock()
         defer { unlock() }
         return state.hasNoHandles
@@ -372,7 +377,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             case .cancelled(let group, let error):
                 // Absorbed by a cancelled root: the absorbed group's tables are cancelled, in
                 // chain order as `cancel` does; their roots' locks are both held.
-                for storage in group { storage.state.table.cancelMembers(with: error, home: storage, into: &actions) }
+                for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
                 actions.releasedStorages = group
             case .done, .retry:
                 break

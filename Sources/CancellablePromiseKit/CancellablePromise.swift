@@ -28,7 +28,7 @@ import PromiseCore
 /// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
 /// ```
 public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
-    // @unchecked: every stored property is immutable but `lateContext`, guarded by `promise`'s
+    // @unchecked: every stored property is immutable but `_lateContextStorage`, guarded by `promise`'s
     // lock; `T` need not be `Sendable`, as for `Promise` (values cross threads only through the
     // promise's own synchronisation).
     /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
@@ -48,22 +48,26 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     @usableFromInline let _context: CancelContext?
 
     /// The context made on first use for a promise made settled. Guarded by `promise`'s lock.
-    @exclusivity(unchecked) private var lateContext: CancelContext?
+    @exclusivity(unchecked) @usableFromInline var _lateContextStorage: CancelContext?
 
-    /// The context of a promise made settled, made on first use.
-    @usableFromInline func _lateContext() -> CancelContext {
-        promise.withLock {
-            if let context = lateContext { return context }
-            let context = CancelContext()
-            lateContext = context
-            return context
-        }
+    /// The context of a promise made settled, made on first use. Inlinable, so that a caller
+    /// sees that it does not let the wrapper escape (a wrapper that does not escape is kept on
+    /// the stack).
+    @inlinable func _lateContext() -> CancelContext {
+        promise._lockForWrapper()
+        defer { promise._unlockForWrapper() }
+        if let context = _lateContextStorage { return context }
+        let context = CancelContext()
+        _lateContextStorage = context
+        return context
     }
 
     /// The context if there is one already (without making one for a promise made settled).
     private var existingContext: CancelContext? {
         if let context = _context { return context }
-        return promise.withLock { lateContext }
+        promise._lockForWrapper()
+        defer { promise._unlockForWrapper() }
+        return _lateContextStorage
     }
 
     /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it

@@ -511,14 +511,13 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         attachmentKey = key
     }
 
-    /// Runs `body` with this promise's lock held: for state a wrapper keeps beside the promise
-    /// (the context `CancellablePromiseKit` makes on first use for a promise made settled).
-    /// `body` must not take another lock nor touch this promise.
-    package final func withLock<R>(_ body: () -> R) -> R {
-        lock()
-        defer { unlock() }
-        return body()
-    }
+    /// Takes this promise's lock, for state a wrapper keeps beside the promise (the context
+    /// `CancellablePromiseKit` makes on first use for a promise made settled); release it with
+    /// `_unlockForWrapper()`. Take no other lock, and do not touch this promise, meanwhile.
+    @usableFromInline package final func _lockForWrapper() { lock() }
+
+    /// Releases the lock taken by `_lockForWrapper()`.
+    @usableFromInline package final func _unlockForWrapper() { unlock() }
 
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
     @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
