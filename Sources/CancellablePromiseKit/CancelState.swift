@@ -137,22 +137,25 @@ struct CancelState {
         }
     }
 
-    /// Absorbs `absorbed` (an active root, `absorbedStorage`) into this root, `storage`.
+    /// Absorbs `other` (an active root, `absorbedStorage`) into this root, `storage`.
     private mutating func absorb(
         _ other: inout CancelState, absorbedStorage: CancelStorage, into storage: CancelStorage
     ) -> JoinOutcome {
-        var group = other.absorbed
-        other.absorbed = []
-        group.append(absorbedStorage)
         switch phase {
         case .active:
             handles += 1
             other.phase = .forwarded(next: storage, holding: storage)
-            absorbed.append(contentsOf: group)
+            // Appended in place: a join allocates nothing but the list's amortised growth.
+            absorbed.append(contentsOf: other.absorbed)
+            absorbed.append(absorbedStorage)
+            other.absorbed = []
             return .joined
         case .cancelled(let error, _):
             // Joining a cancelled chain cancels this one.
             other.phase = .forwarded(next: storage, holding: nil)
+            var group = other.absorbed
+            other.absorbed = []
+            group.append(absorbedStorage)
             return .cancelled(absorbed: group, error: error)
         case .abandoned, .forwarded:
             preconditionFailure("CancelState.absorb: only an active or cancelled root absorbs")

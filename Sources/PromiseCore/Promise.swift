@@ -50,7 +50,8 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @exclusivity(unchecked) private final var attachmentKey: UInt32 = 0
     /// Handlers waiting for this promise; moved out when it settles.
     @exclusivity(unchecked) private final var handlers = Handlers()
-    /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
+    /// A producer's task (`PromiseCancellation`) or the storage of a cancellable chain the
+    /// promise is a member of (which knows it by `attachmentKey`); released on settling.
     @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
