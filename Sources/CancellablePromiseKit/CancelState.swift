@@ -31,10 +31,11 @@ struct CancelState {
     /// active: their tables list members of this chain too. Emptied when the chain is cancelled
     /// or abandoned (nothing lists then), which also ends the cycle with their `next`.
     private(set) var absorbed: [CancelStorage] = []
-    /// Length of `absorbed` at which the next join drops the absorbed storages that can never
-    /// list a member again (`pruneAbsorbed`): twice what the previous pass kept, so a long-lived
-    /// root that joins many short-lived chains stays about as large as what is still live.
-    private var pruneAt = 64
+    /// How many times a table of `absorbed` was found empty (when its storage was absorbed, or
+    /// after an event in it) since the last pass of `pruneAbsorbed`: a storage can only be spent
+    /// (`pruneAbsorbed`) once its table emptied, so a pass runs only when many may be, and a root
+    /// whose absorbed storages are all busy is never walked.
+    private var emptiedAbsorbed = 0
 
     var cancelledError: (any Error)? {
         if case .cancelled(let error, _) = phase { return error }
@@ -121,7 +122,8 @@ struct CancelState {
     /// paths stay short) and forwards to it, counting as one of its handles while it has
     /// handles of its own. Members do not move: the absorbing root lists the absorbed storages.
     static func join(
-        _ a: inout CancelState, b: inout CancelState, aStorage: CancelStorage, bStorage: CancelStorage
+        _ a: inout CancelState, b: inout CancelState, aStorage: CancelStorage, bStorage: CancelStorage,
+        aIsEmpty: Bool, bIsEmpty: Bool
     ) -> JoinOutcome {
         if case .forwarded = a.phase { return .retry }
         if case .forwarded = b.phase { return .retry }
@@ -131,15 +133,16 @@ struct CancelState {
         let bCancelled = b.cancelledError != nil
         if aCancelled, bCancelled { return .done }
         if bCancelled || (!aCancelled && a.absorbed.count <= b.absorbed.count) {
-            return b.absorb(&a, absorbedStorage: aStorage, into: bStorage)
+            return b.absorb(&a, absorbedStorage: aStorage, isEmpty: aIsEmpty, into: bStorage)
         } else {
-            return a.absorb(&b, absorbedStorage: bStorage, into: aStorage)
+            return a.absorb(&b, absorbedStorage: bStorage, isEmpty: bIsEmpty, into: aStorage)
         }
     }
 
-    /// Absorbs `other` (an active root, `absorbedStorage`) into this root, `storage`.
+    /// Absorbs `other` (an active root, `absorbedStorage`, whose table `isEmpty`) into this
+    /// root, `storage`.
     private mutating func absorb(
-        _ other: inout CancelState, absorbedStorage: CancelStorage, into storage: CancelStorage
+        _ other: inout CancelState, absorbedStorage: CancelStorage, isEmpty: Bool, into storage: CancelStorage
     ) -> JoinOutcome {
         switch phase {
         case .active:
@@ -149,6 +152,8 @@ struct CancelState {
             absorbed.append(contentsOf: other.absorbed)
             absorbed.append(absorbedStorage)
             other.absorbed = []
+            emptiedAbsorbed += other.emptiedAbsorbed + (isEmpty ? 1 : 0)
+            other.emptiedAbsorbed = 0
             return .joined
         case .cancelled(let error, _):
             // Joining a cancelled chain cancels this one.
@@ -162,18 +167,25 @@ struct CancelState {
         }
     }
 
+    /// An absorbed storage's table was found empty after an event in it.
+    mutating func noteAbsorbedTableEmptied() {
+        emptiedAbsorbed += 1
+    }
+
     /// Drops the absorbed storages for which `isSpent` (no member and no handle: nothing can
-    /// list a member there again) once the list has doubled since the last pass, so that this
-    /// costs O(1) amortised per join. Returns them, to release after the lock.
+    /// list a member there again), once tables emptied at least half as many times as there are
+    /// absorbed storages since the last pass: a pass costs O(1) amortised per join or event, and
+    /// a long-lived root that joins many short-lived chains stays about as large as what is still
+    /// live. Returns them, to release after the lock.
     mutating func pruneAbsorbed(where isSpent: (CancelStorage) -> Bool) -> [CancelStorage] {
-        guard absorbed.count >= pruneAt else { return [] }
-        var kept: [CancelStorage] = []
+        guard emptiedAbsorbed >= 32, 2 * emptiedAbsorbed >= absorbed.count else { return [] }
+        emptiedAbsorbed = 0
         var spent: [CancelStorage] = []
-        for storage in absorbed {
-            if isSpent(storage) { spent.append(storage) } else { kept.append(storage) }
+        absorbed.removeAll { storage in
+            guard isSpent(storage) else { return false }
+            spent.append(storage)
+            return true
         }
-        absorbed = kept
-        pruneAt = max(64, 2 * kept.count)
         return spent
     }
 

@@ -145,6 +145,14 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     // MARK: Events
 
+    /// Counts this storage's table in its root's `CancelState.noteAbsorbedTableEmptied` if it
+    /// is an absorbed one and empty now (after an event that may have freed its last slot); the
+    /// root is locked by the caller.
+    @inline(__always)
+    private func noteIfEmptied(under root: CancelStorage) {
+        if root !== self, members.inUse == 0 { root.state.noteAbsorbedTableEmptied() }
+    }
+
     /// Reads the root's state with its lock held.
     @inline(__always)
     private func readRoot<R>(_ body: (borrowing CancelState) -> R) -> R {
@@ -170,6 +178,13 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         var count = root.members.listedCount
         for storage in root.state.absorbed { count += storage.members.listedCount }
         return count
+    }
+
+    /// The storages the chain's root lists as absorbed by joins (for tests of its bound).
+    var absorbedCount: Int {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return root.state.absorbed.count
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
@@ -241,6 +256,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         let root = lockRoot()
         if root === winnerRoot {
             _ = members.cancelAlone(key, home: self, with: boxedCancellation, into: &actions)
+            noteIfEmptied(under: root)
         } else if members.isListed(key) {
             root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
         }
@@ -265,6 +281,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         var actions = CancelActions()
         let root = lockRoot()
         members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
+        noteIfEmptied(under: root)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
@@ -291,6 +308,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             // Settled already: nothing to cancel; the closure is released uncalled.
             actions.release(members.unreserve(key))
         }
+        noteIfEmptied(under: root)
         root.unlock()
         // A producer's task, released here, outside the lock.
         withExtendedLifetime(previous) {}
@@ -303,6 +321,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     @usableFromInline package func promiseDidSettle(key: UInt32) {
         let root = lockRoot()
         var (released, earlier) = members.memberSettled(Int(key))
+        noteIfEmptied(under: root)
         root.unlock()
         if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
         if let link = released.link {
@@ -369,7 +388,9 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             first.lock()
             second.lock()
             var actions = CancelActions()
-            let outcome = CancelState.join(&a.state, b: &b.state, aStorage: a, bStorage: b)
+            let outcome = CancelState.join(
+                &a.state, b: &b.state, aStorage: a, bStorage: b, aIsEmpty: a.members.inUse == 0,
+                bIsEmpty: b.members.inUse == 0)
             switch outcome {
             case .joined:
                 let root = a.state.isActive ? a : b

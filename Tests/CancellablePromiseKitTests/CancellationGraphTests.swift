@@ -421,6 +421,26 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertTrue(members.allSatisfy { $0.isCancelled && $0.isRejected })
     }
 
+    func testALongLivedContextForgetsTheChainsItJoinedOnceTheyAreDone() {
+        let shared = CancelContext()
+        let (sharedSource, sharedResolver) = Promise<Int>.pending()
+        let sharedMember = CancellablePromise(sharedSource, cancelContext: shared)
+        let (liveSource, liveResolver) = Promise<Int>.pending()
+        let live = liveSource.cancellize()
+        _ = live.cancellize(cancelContext: shared)
+        for _ in 0..<10_000 {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            _ = promise.map(on: nil) { $0 }.cancellize(cancelContext: shared)
+            resolver.fulfill(1)
+        }
+        XCTAssertLessThanOrEqual(shared.storage.absorbedCount, 256, "joined chains that are done are dropped")
+        XCTAssertEqual(shared.storage.memberCount, 2)
+        shared.cancel()
+        XCTAssertTrue(sharedMember.isRejected)
+        XCTAssertTrue(live.isRejected && live.isCancelled, "a live joined chain is still cancelled with it")
+        withExtendedLifetime((sharedResolver, liveResolver)) {}
+    }
+
     func testJoiningACancelledChainCancelsTheOther() {
         let cancelled = CancelContext()
         cancelled.cancel()
