@@ -32,9 +32,8 @@ struct CancelState {
     /// or abandoned (nothing lists then), which also ends the cycle with their `next`.
     private(set) var absorbed: [CancelStorage] = []
     /// How many times a table of `absorbed` was found empty (when its storage was absorbed, or
-    /// after an event in it) since the last pass of `pruneAbsorbed`: a storage can only be spent
-    /// (`pruneAbsorbed`) once its table emptied, so a pass runs only when many may be, and a root
-    /// whose absorbed storages are all busy is never walked.
+    /// after an event in it) since the last pass of `pruneAbsorbed`: a pass runs only when many
+    /// may be empty, and a root whose absorbed storages are all busy is never walked.
     private var emptiedAbsorbed = 0
 
     var cancelledError: (any Error)? {
@@ -172,26 +171,27 @@ struct CancelState {
         emptiedAbsorbed += 1
     }
 
-    /// Drops the absorbed storages for which `isSpent` (no member and no handle: nothing can
-    /// list a member there again), once tables emptied at least half as many times as there are
-    /// absorbed storages since the last pass: a pass costs O(1) amortised per join or event, and
-    /// a long-lived root that joins many short-lived chains stays about as large as what is still
-    /// live. Returns them, to release after the lock.
-    mutating func pruneAbsorbed(where isSpent: (CancelStorage) -> Bool) -> [CancelStorage] {
+    /// Drops the absorbed storages for which `isEmpty` (no member: nothing to cancel or abandon
+    /// there; one that lists a member again is listed again, see `relist`), once tables emptied
+    /// at least half as many times as there are absorbed storages since the last pass: a pass
+    /// costs O(1) amortised per join or event, and a long-lived root that joins many short-lived
+    /// chains stays about as large as what is still live. Returns them, to release after the lock.
+    mutating func pruneAbsorbed(where isEmpty: (CancelStorage) -> Bool) -> [CancelStorage] {
         guard emptiedAbsorbed >= 32, 2 * emptiedAbsorbed >= absorbed.count else { return [] }
         emptiedAbsorbed = 0
-        var spent: [CancelStorage] = []
+        var dropped: [CancelStorage] = []
         absorbed.removeAll { storage in
-            guard isSpent(storage) else { return false }
-            spent.append(storage)
+            guard isEmpty(storage) else { return false }
+            dropped.append(storage)
             return true
         }
-        return spent
+        return dropped
     }
 
-    /// Whether this (absorbed) storage has no handle left: it can never list a member again
-    /// (only a handle's holder makes members). Its own lock guards `handles`.
-    var hasNoHandles: Bool { handles == 0 }
+    /// Lists again an absorbed storage that `pruneAbsorbed` dropped, as it makes a member.
+    mutating func relist(_ storage: CancelStorage) {
+        absorbed.append(storage)
+    }
 
     /// Re-points a forwarded storage at the root found past `next` (path compression).
     mutating func compress(to root: CancelStorage) {
@@ -290,6 +290,9 @@ struct MemberTable {
     private var earlier: [Int: EarlierAttachment] = [:]
     /// Listed members.
     private(set) var listedCount = 0
+    /// Whether this (absorbed) storage is in its root's `absorbed` list: dropped from it while
+    /// its table is empty (`CancelState.pruneAbsorbed`), listed again when it reserves a slot.
+    var isInRootsList = false
     /// Slots not free.
     private(set) var inUse = 0
 

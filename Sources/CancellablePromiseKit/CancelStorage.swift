@@ -153,6 +153,16 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         if root !== self, members.inUse == 0 { root.state.noteAbsorbedTableEmptied() }
     }
 
+    /// Lists this absorbed storage in its active root's list again if `pruneAbsorbed` dropped
+    /// it while its table was empty, now that it has a slot (the root is locked by the caller).
+    @inline(__always)
+    private func relistIfPruned(under root: CancelStorage) {
+        if root !== self, !members.isInRootsList, root.state.isActive {
+            root.state.relist(self)
+            members.isInRootsList = true
+        }
+    }
+
     /// Reads the root's state with its lock held.
     @inline(__always)
     private func readRoot<R>(_ body: (borrowing CancelState) -> R) -> R {
@@ -270,6 +280,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     @usableFromInline func _reserve(upstream: _CancelKey?, isObserver: Bool) -> _CancelKey {
         let root = lockRoot()
         let key = members.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
+        relistIfPruned(under: root)
         root.unlock()
         return key
     }
@@ -296,6 +307,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         var actions = CancelActions()
         let root = lockRoot()
         let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
+        relistIfPruned(under: root)
         let (attached, previous, previousKey) = promise.replaceAttachment(with: self, key: key.index)
         if attached {
             // Keeps the attachment it had (not a producer's task, which the cancel closure
@@ -365,16 +377,6 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         }
     }
 
-    /// Whether this storage, absorbed by the root whose lock the caller holds, can never list a
-    /// member again: no member in its table (guarded by the root's lock) and no handle of its own
-    /// (guarded by its own lock, a leaf: whoever holds a forwarded storage's lock takes no other).
-    private var isSpent: Bool {
-        guard members.inUse == 0 else { return false }
-        lock()
-        defer { unlock() }
-        return state.hasNoHandles
-    }
-
     /// Makes this chain and `other`'s one: afterwards cancelling either cancels both. If either
     /// was cancelled already, the joined chain is cancelled.
     ///
@@ -393,8 +395,13 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
                 bIsEmpty: b.members.inUse == 0)
             switch outcome {
             case .joined:
-                let root = a.state.isActive ? a : b
-                actions.releasedStorages = root.state.pruneAbsorbed { $0.isSpent }
+                let (root, absorbed) = a.state.isActive ? (a, b) : (b, a)
+                absorbed.members.isInRootsList = true
+                actions.releasedStorages = root.state.pruneAbsorbed { storage in
+                    guard storage.members.inUse == 0 else { return false }
+                    storage.members.isInRootsList = false
+                    return true
+                }
             case .cancelled(let group, let error):
                 // Absorbed by a cancelled root: the absorbed group's tables are cancelled, in
                 // chain order as `cancel` does; their roots' locks are both held.
