@@ -1,7 +1,7 @@
 import PromiseCore
 
 // What `race` and `when` with `autoCancel: true` keep of their inputs: each input's promise,
-// chain handle and entry, to cancel the losers, or all of them when the result is cancelled.
+// chain handle and key, to cancel the losers, or all of them when the result is cancelled.
 
 /// One input of a combinator with `autoCancel`: its promise (what the combinator reports as
 /// the input that settled it), the handle of its chain (so the combinator can cancel it while
@@ -9,22 +9,27 @@ import PromiseCore
 @usableFromInline struct CancelInput {
     @usableFromInline let promise: AnyObject
     @usableFromInline let context: CancelContext
-    @usableFromInline let entry: CancelEntry
+    @usableFromInline let key: _CancelKey
 
-    @usableFromInline init(promise: AnyObject, context: CancelContext, entry: CancelEntry) {
+    @usableFromInline init(promise: AnyObject, context: CancelContext, key: _CancelKey) {
         self.promise = promise
         self.context = context
-        self.entry = entry
+        self.key = key
+    }
+
+    /// Whether `other` is the same member of the same chain.
+    func isSameMember(as other: CancelInput) -> Bool {
+        context.storage === other.context.storage && key == other.key
     }
 }
 
 extension CancellablePromise {
-    @inlinable var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, entry: entry) }
+    @inlinable var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, key: _key) }
 
     /// This promise as an input that the combinator reports as `reported` (a promise made from
     /// this one, such as its `asVoid()`, given to the combinator in its place).
     @inlinable func cancelInput(reporting reported: AnyObject) -> CancelInput {
-        CancelInput(promise: reported, context: cancelContext, entry: entry)
+        CancelInput(promise: reported, context: cancelContext, key: _key)
     }
 }
 
@@ -74,16 +79,16 @@ extension CancellablePromise {
     @usableFromInline func cancelLosers(winner winnerPromise: AnyObject) {
         guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
         for loser in inputs {
-            guard loser.entry !== winner.entry, loser.promise !== winnerPromise else { continue }
+            guard !loser.isSameMember(as: winner), loser.promise !== winnerPromise else { continue }
             // The winner's root is read again for each loser: a join may have moved it since.
-            loser.context.storage.cancelLoser(loser.entry, winnerRoot: winner.context.storage.root)
+            loser.context.storage.cancelLoser(loser.key, winnerRoot: winner.context.storage.root)
         }
     }
 
     /// Cancels every input still pending: the cancel closure of the combinator's result.
     @usableFromInline func cancelAll() {
         guard let inputs = take() else { return }
-        for input in inputs { input.context.storage.cancel(ifListed: input.entry) }
+        for input in inputs { input.context.storage.cancel(ifListed: input.key) }
     }
 }
 

@@ -4,7 +4,7 @@ import PromiseCore
 
 /// What a cancellation, a settle or an abandonment does after the storage lock is released:
 /// follow links to the chains they reach, call cancel closures, run the handlers released by
-/// the rejections, and release whatever entries held.
+/// the rejections, and release whatever members held.
 ///
 /// Rejections happen under the lock (when the actions are recorded), so nothing a cancel closure
 /// causes can change an outcome already decided.
@@ -15,11 +15,13 @@ struct CancelActions {
     /// The first rejection's released handlers, kept inline (`.none` until there is one).
     private var single: ReleasedHandlers = .none
     private var links: [CancelLink] = []
-    private var dropped: [CancelEntry.Released] = []
-    /// The first thing to release, kept inline: settling one promise releases one entry's
+    private var dropped: [MemberContents] = []
+    /// The first thing to release, kept inline: settling one promise releases one member's
     /// contents without allocating an array.
-    private var firstDropped: CancelEntry.Released?
-    private var notified: [any PromiseAttachment] = []
+    private var firstDropped: MemberContents?
+    private var notified: [EarlierAttachment] = []
+    /// Storages that left a chain's group (released after the lock).
+    var releasedStorages: [CancelStorage] = []
     /// The error linked chains are cancelled with.
     private(set) var linkError: (any Error)?
     /// Where the cancellation that reaches linked chains was asked for.
@@ -31,23 +33,25 @@ struct CancelActions {
 
     var isEmpty: Bool {
         calls.isEmpty && singleCall == nil && released.isEmpty && !single.didSettle && links.isEmpty
-            && dropped.isEmpty && firstDropped == nil && notified.isEmpty
+            && dropped.isEmpty && firstDropped == nil && notified.isEmpty && releasedStorages.isEmpty
     }
 
-    /// Rejects `entry`'s promise with `error`, and takes its cancel closure and links (to call
-    /// and follow if the promise was still pending, to release otherwise).
-    mutating func reject(_ entry: CancelEntry, with error: any Error) {
-        entry.index = CancelEntry.done
-        let body = entry.cancelBody
-        let link = entry.link
-        let target = entry.target
-        entry.cancelBody = nil
-        entry.link = nil
-        entry.target = nil
-        entry.upstream = nil
-        guard let target else {
+    /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
+    /// with `error`, and takes its cancel closure and links (to call and follow if the promise
+    /// was still pending, to release otherwise). Runs under the lock: this is what makes every
+    /// pending promise of the chain rejected before `cancel()` returns, whatever its cancel
+    /// closure does later. Returns whether the member's settle notification was taken care of
+    /// here (its slot can be freed); `false` when the promise had settled on its own first, so
+    /// that its own notification is still to come.
+    mutating func reject(
+        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
+        with error: any Error
+    ) -> Bool {
+        let body = taken.cancelBody
+        let link = taken.link
+        guard let target = taken.target else {
             drop(.init(cancelBody: body, link: link, target: nil))
-            return
+            return true
         }
         let rejected = target.rejectForCancel(error)
         let unblocked: ReleasedHandlers
@@ -55,36 +59,31 @@ struct CancelActions {
         switch consume rejected {
         case .none:
             // Settled on its own first: the closure is not called, a settled promise links
-            // nothing; its own settle notification finishes the entry.
+            // nothing; its own settle notification finishes the member.
             drop(.init(cancelBody: body, link: link, target: target))
-            return
+            return false
         case .settled:
             // Nothing to run. The promise goes with the actions, released after the lock (its
             // step may hold a body whose captures run user code as they go).
             unblocked = .settled
             drop(.init(cancelBody: nil, link: nil, target: target))
-        case .released(let source, let handlers, let attachment):
-            if let attachment, attachment === entry {
+        case .released(let source, let handlers, let attachment, let releasedKey):
+            if let attachment, attachment === home, releasedKey == key {
                 // Left the chain here, under the lock: `drain` notifies the earlier attachment
-                // in the entry's place instead of taking the lock again.
-                unblocked = .released(source: source, handlers: handlers, attachment: entry.earlier)
-                entry.earlier = nil
+                // in the member's place instead of taking the lock again.
+                unblocked = .released(
+                    source: source, handlers: handlers, attachment: earlier?.attachment, key: earlier?.key ?? 0)
             } else {
-                unblocked = .released(source: source, handlers: handlers, attachment: attachment)
+                unblocked = .released(source: source, handlers: handlers, attachment: attachment, key: releasedKey)
             }
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }
         if !single.didSettle { single = consume unblocked } else { released.append(consume unblocked) }
+        return true
     }
 
-    /// Abandons `entry`: its cancel closure and links are released uncalled.
-    mutating func abandon(_ entry: CancelEntry) {
-        entry.index = CancelEntry.done
-        drop(entry.takeAll())
-    }
-
-    mutating func release(_ taken: CancelEntry.Released) {
+    mutating func release(_ taken: MemberContents) {
         if taken.cancelBody != nil || taken.link != nil || taken.target != nil { drop(taken) }
     }
 
@@ -112,11 +111,11 @@ struct CancelActions {
     package static let rejectionListGrowths = Locked(0)
     #endif
 
-    private mutating func drop(_ released: CancelEntry.Released) {
+    private mutating func drop(_ released: MemberContents) {
         if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
     }
 
-    mutating func notify(_ attachment: (any PromiseAttachment)?) {
+    mutating func notify(_ attachment: EarlierAttachment?) {
         if let attachment { notified.append(attachment) }
     }
 
@@ -137,7 +136,7 @@ struct CancelActions {
 
     /// Calls the cancel closures, then runs the released handlers, then releases the rest.
     mutating func run() {
-        for attachment in notified { attachment.promiseDidSettle() }
+        for earlier in notified { earlier.attachment.promiseDidSettle(key: earlier.key) }
         notified = []
         singleCall?()
         singleCall = nil

@@ -49,8 +49,8 @@ public final class CancelBag: Sendable {
     private enum Item {
         /// A chain's handle, until `promise` settles.
         case chain(CancelContext, until: any CancelTarget)
-        /// A chain's handle, until the promise listed as `entry` settles.
-        case member(CancelContext, CancelEntry)
+        /// A chain's handle, until the promise listed as `key` in it settles.
+        case member(CancelContext, _CancelKey)
         case context(CancelContext)
         case request(CancellationRequest)
         case task(TaskEntry)
@@ -60,7 +60,7 @@ public final class CancelBag: Sendable {
         func cancel() {
             switch self {
             case .chain(let context, let promise): if promise.isPendingLocked { context.cancel() }
-            case .member(let context, let entry): context.storage.cancel(ifListed: entry)
+            case .member(let context, let key): context.storage.cancel(ifListed: key)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
             case .task(let entry): entry.cancel()
@@ -72,7 +72,7 @@ public final class CancelBag: Sendable {
         var isDone: Bool {
             switch self {
             case .chain(_, let promise): return !promise.isPendingLocked
-            case .member(_, let entry): return !entry.home.isListed(entry)
+            case .member(let context, let key): return !context.storage.isListed(key)
             case .context: return false
             case .request(let request): return request.token.isCompleted
             case .task(let entry): return entry.isFinished
@@ -171,9 +171,9 @@ public final class CancelBag: Sendable {
         insert(.context(context))
     }
 
-    /// Holds `context` until the promise listed as `entry` settles.
-    func store(_ context: CancelContext, until entry: CancelEntry) {
-        insert(.member(context, entry))
+    /// Holds `context` until the promise listed as `key` in it settles.
+    func store(_ context: CancelContext, until key: _CancelKey) {
+        insert(.member(context, key))
     }
 
     func store(_ request: CancellationRequest) {
@@ -221,7 +221,7 @@ extension CancellablePromise {
     /// download(url).done { data in self.show(data) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(cancelContext, until: entry)
+        bag.store(cancelContext, until: _key)
     }
 }
 

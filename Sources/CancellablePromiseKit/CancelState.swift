@@ -2,8 +2,14 @@ import PromiseCore
 
 // MARK: - The state machine
 
-/// The state of one storage. Every event is a method that decides under the storage's lock and
-/// returns what must be done after the lock is released.
+/// The state of one storage. Every event is a method that decides under the lock of the
+/// storage's root and records in `CancelActions` what must be done after the lock is released.
+///
+/// A storage's members live in its own `MemberTable` for ever (the storage's `members`, beside
+/// its state: the two are guarded by different locks once a join absorbed the storage): a join
+/// does not move them. An absorbed (forwarded) storage's table is guarded by its root's lock,
+/// and the root lists the storages it absorbed (`absorbed`), so that cancelling or abandoning
+/// the chain reaches every table.
 struct CancelState {
     enum Phase {
         /// Listing the chain's pending promises.
@@ -18,10 +24,17 @@ struct CancelState {
     }
 
     private(set) var phase = Phase.active
-    private(set) var members = MemberList()
     /// Live handles: `CancelContext`s of this storage, and storages forwarding here that still
     /// have handles of their own. Starts with the handle that creates the storage.
     private var handles = 1
+    /// The storages a root absorbed (directly or through the storages it absorbed), while it is
+    /// active: their tables list members of this chain too. Emptied when the chain is cancelled
+    /// or abandoned (nothing lists then), which also ends the cycle with their `next`.
+    private(set) var absorbed: [CancelStorage] = []
+    /// How many times a table of `absorbed` was found empty (when its storage was absorbed, or
+    /// after an event in it) since the last pass of `pruneAbsorbed`: a pass runs only when many
+    /// may be empty, and a root whose absorbed storages are all busy is never walked.
+    private var emptiedAbsorbed = 0
 
     var cancelledError: (any Error)? {
         if case .cancelled(let error, _) = phase { return error }
@@ -33,211 +46,83 @@ struct CancelState {
         return nil
     }
 
-    var memberCount: Int { members.count }
-    var memberCapacity: Int { members.capacity }
+    var isActive: Bool {
+        if case .active = phase { return true }
+        return false
+    }
 
     // MARK: Handles
 
+    enum HandleRelease {
+        /// Nothing more to do.
+        case none
+        /// The chain is abandoned now: the caller abandons the members of every table of the
+        /// group (`groupAbandoned`).
+        case abandoned([CancelStorage])
+        /// An absorbed storage lost its last handle: it stops counting as a handle of this one.
+        case release(CancelStorage)
+    }
+
     /// A handle of this storage went away. Decides whether the chain is abandoned now, or, for an
     /// absorbed storage, whether it stops counting as a handle of the one it forwards to.
-    mutating func releaseHandle(into actions: inout CancelActions) -> CancelStorage? {
+    mutating func releaseHandle() -> HandleRelease {
         precondition(handles > 0, "CancelContext: a handle was released twice")
         handles -= 1
-        guard handles == 0 else { return nil }
+        guard handles == 0 else { return .none }
         switch phase {
         case .active:
             phase = .abandoned
-            let taken = members
-            members = MemberList()
-            taken.forEach { actions.abandon($0) }
-            return nil
+            let group = absorbed
+            absorbed = []
+            return .abandoned(group)
         case .forwarded(let next, let holding):
             phase = .forwarded(next: next, holding: nil)
-            return holding
+            return holding.map { .release($0) } ?? .none
         case .cancelled, .abandoned:
-            return nil
-        }
-    }
-
-    // MARK: Members
-
-    /// Lists `entry`, whose promise is `target`.
-    mutating func list(_ entry: CancelEntry, target: any CancelTarget, into actions: inout CancelActions) {
-        switch phase {
-        case .active:
-            if entry.index == CancelEntry.done {
-                // Settled between being attached and being listed.
-                actions.release(entry.takeAll())
-                return
-            }
-            entry.target = target
-            members.append(entry)
-        case .cancelled(let error, _):
-            entry.target = target
-            if entry.isObserver || entry.upstream != nil {
-                // A step added to a cancelled chain: its upstream promise passes the
-                // cancellation on to it, or, if it fulfilled, the step's body finds the chain
-                // cancelled before starting (`PromiseAttachment.errorBeforeBody`) and rejects.
-                // A body that already ran has its returned chain cancelled.
-                entry.index = CancelEntry.done
-                if let link = entry.link {
-                    entry.link = nil
-                    actions.follow(link, error: error)
-                }
-                actions.release(entry.takeAll())
-            } else {
-                actions.reject(entry, with: error)
-            }
-        case .abandoned:
-            entry.index = CancelEntry.done
-            actions.release(entry.takeAll())
-        case .forwarded:
-            preconditionFailure("CancelState.list: a forwarded storage lists nothing (lock the root)")
-        }
-    }
-
-    /// Lists `entry` if that is all there is to do (an active chain, the entry not settled yet):
-    /// the common case of `list`, decided without recording actions. `false` leaves everything
-    /// as it was, for `list`.
-    mutating func listIfActive(_ entry: CancelEntry, target: any CancelTarget) -> Bool {
-        guard case .active = phase, entry.index != CancelEntry.done else { return false }
-        entry.target = target
-        members.append(entry)
-        return true
-    }
-
-    /// The entry's promise settled: unlist it. Returns what it held, to release after the lock,
-    /// and the earlier attachment of its promise, to notify after the lock.
-    mutating func unlist(_ entry: CancelEntry) -> (CancelEntry.Released, (any PromiseAttachment)?) {
-        if entry.index >= 0 { members.remove(entry) }
-        entry.index = CancelEntry.done
-        let earlier = entry.earlier
-        entry.earlier = nil
-        return (entry.takeAll(), earlier)
-    }
-
-    /// Records a link of a step whose body returned a pending cancellable promise.
-    mutating func link(_ entry: CancelEntry, _ link: CancelLink, into actions: inout CancelActions) {
-        guard entry.index == CancelEntry.done else {
-            if case .abandoned = phase { return actions.release(link) }
-            entry.link = CancelLink.adding(link, to: entry.link)
-            return
-        }
-        // The step was cancelled while its body ran: the body's result is discarded, and its
-        // work is cancelled with it.
-        if entry.cancelledAlone {
-            actions.follow(link, error: boxedCancellation)
-        } else if let error = cancelledError {
-            actions.follow(link, error: error)
-        } else {
-            actions.release(link)
+            return .none
         }
     }
 
     // MARK: Cancelling
 
-    /// Cancels the chain: rejects every pending promise that does not wait behind an observer,
-    /// takes the cancel closures and links to run after the lock. `false` if it was cancelled,
-    /// or abandoned, already.
-    mutating func cancel(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
+    /// Marks the chain cancelled and hands back the absorbed storages, whose tables the caller
+    /// cancels with this one's (`MemberTable.cancelMembers`). `nil` if it was cancelled, or
+    /// abandoned, already.
+    mutating func cancel(with error: any Error, at site: CancelSite) -> [CancelStorage]? {
         guard case .active = phase else {
             if case .forwarded = phase {
                 preconditionFailure("CancelState.cancel: a forwarded storage lists nothing (lock the root)")
             }
-            return false
+            return nil
         }
         phase = .cancelled(error, site)
-        let taken = members
-        members = MemberList()
-        Self.cancelMembers(taken, with: error, into: &actions)
-        return true
-    }
-
-    /// Settles the members of a chain being cancelled with `error` (still carrying their
-    /// indexes): rejects every pending promise that does not wait behind an observer; the others
-    /// settle when the observer ahead of them passes the cancellation on.
-    private static func cancelMembers(_ taken: MemberList, with error: any Error, into actions: inout CancelActions) {
-        actions.reserveRejections(taken.count)
-        taken.forEach { markWaitingBehindObserver($0) }
-        taken.forEach { entry in
-            if entry.waitsBehindObserver == true {
-                // Settles when the observer ahead of it passes the cancellation on.
-                entry.index = CancelEntry.done
-                actions.release(entry.takeAll())
-            } else {
-                actions.reject(entry, with: error)
-            }
-        }
-    }
-
-    /// Cancels one listed entry, not its chain (an `autoCancel` loser that shares its chain with
-    /// the winner). `false` if it is not listed.
-    mutating func cancelAlone(_ entry: CancelEntry, with error: any Error, into actions: inout CancelActions) -> Bool {
-        guard case .active = phase, entry.index >= 0 else { return false }
-        members.remove(entry)
-        entry.cancelledAlone = true
-        actions.reject(entry, with: error)
-        return true
-    }
-
-    /// Whether `entry` is an observer or follows one that is still listed (in this cancellation
-    /// pass); computed for a whole chain in linear time by remembering the answer per entry.
-    private static func markWaitingBehindObserver(_ entry: CancelEntry) {
-        // Common case without allocating: the entry is decided by itself or by its upstream,
-        // already marked (members are listed in creation order, upstream first).
-        if entry.waitsBehindObserver != nil { return }
-        if entry.isObserver {
-            entry.waitsBehindObserver = true
-            return
-        }
-        guard let upstream = entry.upstream, upstream.index >= 0 else {
-            entry.waitsBehindObserver = false
-            return
-        }
-        if let known = upstream.waitsBehindObserver {
-            entry.waitsBehindObserver = known
-            return
-        }
-        var path: [CancelEntry] = []
-        var current = entry
-        var answer: Bool
-        while true {
-            if let known = current.waitsBehindObserver {
-                answer = known
-                break
-            }
-            if current.isObserver {
-                answer = true
-                current.waitsBehindObserver = true
-                break
-            }
-            guard let upstream = current.upstream, upstream.index >= 0 else {
-                answer = false
-                current.waitsBehindObserver = false
-                break
-            }
-            path.append(current)
-            current = upstream
-        }
-        for waiting in path { waiting.waitsBehindObserver = answer }
+        let group = absorbed
+        absorbed = []
+        return group
     }
 
     // MARK: Joining
 
     enum JoinOutcome {
-        /// Joined, or nothing to join: run the actions.
+        /// Joined into an active root, which lists the absorbed storages now.
+        case joined
+        /// Joined into a cancelled root: the absorbed storages (an active root, and the storages
+        /// it had absorbed) forward to it, and the caller cancels their tables with `error`.
+        case cancelled(absorbed: [CancelStorage], error: any Error)
+        /// Nothing to join: run the actions.
         case done
         /// One of the two was absorbed elsewhere meanwhile: find the roots again.
         case retry
     }
 
     /// Joins the chains of two roots, both locked by the caller. A cancelled root absorbs the
-    /// other (it never changes again), which is cancelled with it; otherwise the root with fewer
-    /// members is absorbed by the other and forwards to it, counting as one of its handles while
-    /// it has handles of its own.
+    /// other (it never changes again), which is cancelled with it; otherwise the root whose
+    /// group has fewer storages is absorbed by the other (union by size, so that forwarding
+    /// paths stay short) and forwards to it, counting as one of its handles while it has
+    /// handles of its own. Members do not move: the absorbing root lists the absorbed storages.
     static func join(
         _ a: inout CancelState, b: inout CancelState, aStorage: CancelStorage, bStorage: CancelStorage,
-        into actions: inout CancelActions
+        aIsEmpty: Bool, bIsEmpty: Bool
     ) -> JoinOutcome {
         if case .forwarded = a.phase { return .retry }
         if case .forwarded = b.phase { return .retry }
@@ -246,38 +131,66 @@ struct CancelState {
         let aCancelled = a.cancelledError != nil
         let bCancelled = b.cancelledError != nil
         if aCancelled, bCancelled { return .done }
-        if bCancelled || (!aCancelled && a.members.count <= b.members.count) {
-            b.absorb(&a, into: bStorage, actions: &actions)
+        if bCancelled || (!aCancelled && a.absorbed.count <= b.absorbed.count) {
+            return b.absorb(&a, absorbedStorage: aStorage, isEmpty: aIsEmpty, into: bStorage)
         } else {
-            a.absorb(&b, into: aStorage, actions: &actions)
+            return a.absorb(&b, absorbedStorage: bStorage, isEmpty: bIsEmpty, into: aStorage)
         }
-        return .done
     }
 
-    /// Absorbs `absorbed` (an active root) into this root, `storage`: its members are listed
-    /// here, or cancelled (as by `cancel`) if this chain was cancelled.
+    /// Absorbs `other` (an active root, `absorbedStorage`, whose table `isEmpty`) into this
+    /// root, `storage`.
     private mutating func absorb(
-        _ absorbed: inout CancelState, into storage: CancelStorage, actions: inout CancelActions
-    ) {
-        let holding: CancelStorage?
-        if case .active = phase {
-            handles += 1
-            holding = storage
-        } else {
-            holding = nil
-        }
-        absorbed.phase = .forwarded(next: storage, holding: holding)
-        let moved = absorbed.members
-        absorbed.members = MemberList()
+        _ other: inout CancelState, absorbedStorage: CancelStorage, isEmpty: Bool, into storage: CancelStorage
+    ) -> JoinOutcome {
         switch phase {
         case .active:
-            moved.forEach { members.append($0) }
+            handles += 1
+            other.phase = .forwarded(next: storage, holding: storage)
+            // Appended in place: a join allocates nothing but the list's amortised growth.
+            absorbed.append(contentsOf: other.absorbed)
+            absorbed.append(absorbedStorage)
+            other.absorbed = []
+            emptiedAbsorbed += other.emptiedAbsorbed + (isEmpty ? 1 : 0)
+            other.emptiedAbsorbed = 0
+            return .joined
         case .cancelled(let error, _):
-            // Joining a cancelled chain cancels this one, in chain order as `cancel` does.
-            Self.cancelMembers(moved, with: error, into: &actions)
+            // Joining a cancelled chain cancels this one.
+            other.phase = .forwarded(next: storage, holding: nil)
+            var group = other.absorbed
+            other.absorbed = []
+            group.append(absorbedStorage)
+            return .cancelled(absorbed: group, error: error)
         case .abandoned, .forwarded:
             preconditionFailure("CancelState.absorb: only an active or cancelled root absorbs")
         }
+    }
+
+    /// An absorbed storage's table was found empty after an event in it.
+    mutating func noteAbsorbedTableEmptied() {
+        emptiedAbsorbed += 1
+    }
+
+    /// Drops the absorbed storages for which `isEmpty` (no member: nothing to cancel or abandon
+    /// there; one that lists a member again is listed again, see `relist`), once tables emptied
+    /// at least half as many times as there are absorbed storages since the last pass: a pass
+    /// costs O(1) amortised per join or event, and a long-lived root that joins many short-lived
+    /// chains stays about as large as what is still live. Returns them, to release after the lock.
+    mutating func pruneAbsorbed(where isEmpty: (CancelStorage) -> Bool) -> [CancelStorage] {
+        guard emptiedAbsorbed >= 32, 2 * emptiedAbsorbed >= absorbed.count else { return [] }
+        emptiedAbsorbed = 0
+        var dropped: [CancelStorage] = []
+        absorbed.removeAll { storage in
+            guard isEmpty(storage) else { return false }
+            dropped.append(storage)
+            return true
+        }
+        return dropped
+    }
+
+    /// Lists again an absorbed storage that `pruneAbsorbed` dropped, as it makes a member.
+    mutating func relist(_ storage: CancelStorage) {
+        absorbed.append(storage)
     }
 
     /// Re-points a forwarded storage at the root found past `next` (path compression).
@@ -288,63 +201,475 @@ struct CancelState {
     }
 }
 
-// MARK: - Member list
+// MARK: - Member keys
 
-/// The pending members of a storage. The first is stored inline (index 0), so a chain with one
-/// pending promise allocates no array; the others are at `index - 1` in `rest`. Guarded by the
-/// storage's lock, like the members' `index`. The array is released or shrunk as members leave,
-/// so a long-lived chain holds storage for what is pending, not for what it ever listed.
-struct MemberList {
-    private var first: CancelEntry?
-    private var rest: [CancelEntry] = []
+/// A member's place in its home storage's table: its slot and the generation of the
+/// reservation, so that a key kept after the member left (by its `CancellablePromise`, or by a
+/// step downstream as its upstream) is recognised as stale once the slot is reused. The member's
+/// promise itself carries only the slot (`index`), as its attachment key: a slot is freed only
+/// once its promise will never report to it again, so that key cannot go stale.
+@usableFromInline
+struct _CancelKey: Equatable, Sendable {
+    @usableFromInline let index: UInt32
+    @usableFromInline let generation: UInt32
+
+    @usableFromInline init(index: UInt32, generation: UInt32) {
+        self.index = index
+        self.generation = generation
+    }
+
+    /// The key of a promise that never was a member (made settled): names no slot.
+    @inlinable static var none: _CancelKey { _CancelKey(index: .max, generation: 0) }
+}
+
+/// What a member held, released outside the lock (closures may own objects whose `deinit` runs
+/// user code).
+struct MemberContents {
+    /// Stops the promise's task; called at most once, only while the promise is pending.
+    var cancelBody: (() -> Void)?
+    /// Chains this step waits on: cancelled with it.
+    var link: CancelLink?
+    /// The promise to reject when the chain is cancelled.
+    var target: (any CancelTarget)?
+
+    var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
+}
+
+/// Another attachment of a member's promise (the one it had before it was listed), told when
+/// the promise settles, with the key it knows the promise by.
+struct EarlierAttachment {
+    let attachment: any PromiseAttachment
+    let key: UInt32
+}
+
+// MARK: - Member table
+
+/// The members of one storage: a slot per pending promise of the chain listed here, reused
+/// through a free list. The first slot is stored inline, so a chain with one member allocates no
+/// array; the array is released once every slot is free, so a settled chain holds no storage.
+/// Guarded by the lock of the storage's root.
+struct MemberTable {
+    struct Slot {
+        enum State {
+            /// Unused (listed in `freeSlots`, unless it is at the end of the table).
+            case free
+            /// Reserved for a step whose promise is being made (it may already run its body and
+            /// link what the body returned): not listed yet.
+            case reserved
+            /// Its promise settled before it was listed: freed when it is listed.
+            case settledBeforeListing
+            /// Listed: its promise is pending and a cancellation rejects it.
+            case listed
+            /// Cancelled, abandoned, or left by a cancellation while its promise had settled on
+            /// its own: holds nothing, and is freed by its promise's settle notification.
+            case detached
+        }
+
+        var state: State
+        var generation: UInt32 = 0
+        /// Observers (`ensure`, `ensureThen`, `tap`) are not rejected by a cancellation: they
+        /// pass it on when their body has run, so the chain settles in order.
+        var isObserver = false
+        /// Scratch for a cancellation: whether the member waits behind an observer.
+        var waitsBehindObserver: Bool?
+        /// The step this one follows in the chain (in the same table).
+        var upstream: _CancelKey?
+        var contents = MemberContents()
+
+        static var empty: Slot { Slot(state: .free) }
+    }
+
+    private var first = Slot.empty
+    private var rest: [Slot] = []
+    /// Slots in use or on the free list (`first` counts when this is at least 1).
+    private var slotCount = 0
+    /// Free slots to reuse, most recently freed last. An entry may be stale (its slot was
+    /// dropped from the end of the table, or reused through another entry): `reserve` skips
+    /// those, and `compactFreeSlots` drops them once they could be half of the list.
+    private var freeSlots: [Int32] = []
+    private var nextGeneration: UInt32 = 0
+    /// Earlier attachments, by slot: rare (a promise listed with an attachment other than a
+    /// producer's task).
+    private var earlier: [Int: EarlierAttachment] = [:]
+    /// Listed members.
+    private(set) var listedCount = 0
+    /// Whether this (absorbed) storage is in its root's `absorbed` list: dropped from it while
+    /// its table is empty (`CancelState.pruneAbsorbed`), listed again when it reserves a slot.
+    var isInRootsList = false
+    /// Slots not free.
+    private(set) var inUse = 0
 
     init() {}
-
-    var count: Int { (first == nil ? 0 : 1) + rest.count }
 
     /// Slots allocated beyond the inline one (for tests).
     var capacity: Int { rest.capacity }
 
-    /// Lists `entry`, recording its index in it.
-    mutating func append(_ entry: CancelEntry) {
-        if first == nil {
-            entry.index = 0
-            first = entry
+    // Slots are reached through these two helpers rather than a subscript with `_read` and
+    // `_modify` accessors: those are coroutines, and one not inlined allocates its frame on
+    // every access.
+
+    /// Runs `body` on slot `index`, in place.
+    @inline(__always)
+    private mutating func withSlot<R>(_ index: Int, _ body: (inout Slot) -> R) -> R {
+        if index == 0 { return body(&first) }
+        return body(&rest[index - 1])
+    }
+
+    /// Reads slot `index`.
+    @inline(__always)
+    private func readSlot<R>(_ index: Int, _ body: (borrowing Slot) -> R) -> R {
+        if index == 0 { return body(first) }
+        return rest.withUnsafeBufferPointer { body($0[index - 1]) }
+    }
+
+    private func state(_ index: Int) -> Slot.State { readSlot(index) { $0.state } }
+    private func generation(_ index: Int) -> UInt32 { readSlot(index) { $0.generation } }
+    private func isObserver(_ index: Int) -> Bool { readSlot(index) { $0.isObserver } }
+    private func upstream(_ index: Int) -> _CancelKey? { readSlot(index) { $0.upstream } }
+    private func waitsBehindObserver(_ index: Int) -> Bool? { readSlot(index) { $0.waitsBehindObserver } }
+
+    /// The slot of `key` if it is still the reservation `key` names.
+    func index(of key: _CancelKey) -> Int? {
+        let index = Int(key.index)
+        guard index < slotCount, generation(index) == key.generation else { return nil }
+        if case .free = state(index) { return nil }
+        return index
+    }
+
+    /// The slot of `key` if it is listed.
+    func listedIndex(of key: _CancelKey) -> Int? {
+        guard let index = index(of: key), case .listed = state(index) else { return nil }
+        return index
+    }
+
+    func isListed(_ key: _CancelKey) -> Bool { listedIndex(of: key) != nil }
+
+    // MARK: Reserving and freeing
+
+    /// Reserves a slot for a new member.
+    mutating func reserve(upstream: _CancelKey?, isObserver: Bool, cancelBody: (() -> Void)?) -> _CancelKey {
+        let generation = nextGeneration
+        nextGeneration &+= 1
+        var slot = Slot(state: .reserved, generation: generation, isObserver: isObserver, upstream: upstream)
+        slot.contents.cancelBody = cancelBody
+        let index: Int
+        if let reused = popFreeSlot() {
+            index = reused
+            withSlot(index) { $0 = slot }
+        } else if slotCount == 0 {
+            index = 0
+            first = slot
+            slotCount = 1
         } else {
-            entry.index = rest.count + 1
-            rest.append(entry)
+            index = slotCount
+            rest.append(slot)
+            slotCount += 1
+        }
+        inUse += 1
+        return _CancelKey(index: UInt32(index), generation: generation)
+    }
+
+    /// A free slot to reuse, if the free list has one that is still free and in the table.
+    private mutating func popFreeSlot() -> Int? {
+        while let candidate = freeSlots.popLast() {
+            let index = Int(candidate)
+            if index < slotCount, case .free = state(index) { return index }
+        }
+        return nil
+    }
+
+    /// Frees a slot whose contents were taken. The array is released once every slot is free;
+    /// free slots at the end of the table are dropped from it (a long-lived chain whose newer
+    /// members settled gives their storage back); others go on the free list.
+    private mutating func free(_ index: Int) {
+        withSlot(index) { $0 = .empty }
+        inUse -= 1
+        if inUse == 0 {
+            first = .empty
+            rest = []
+            slotCount = 0
+            freeSlots = []
+            return
+        }
+        if index == slotCount - 1 {
+            dropFreeSlotsAtTheEnd()
+        } else {
+            freeSlots.append(Int32(index))
+            if freeSlots.count > 2 * (slotCount - inUse) + 16 { compactFreeSlots() }
         }
     }
 
-    /// Unlists `entry`; the last member takes its place.
-    mutating func remove(_ entry: CancelEntry) {
-        let index = entry.index
-        if index == 0 {
-            if let first, first === entry { self.first = nil }
-            return
+    /// Drops the free slots at the end of the table (each slot is dropped at most once per time
+    /// it was added: O(1) amortised), and gives back the array's storage once it is less than a
+    /// quarter used (a new buffer of twice the count: O(1) amortised per slot dropped). Their
+    /// entries on the free list become stale.
+    private mutating func dropFreeSlotsAtTheEnd() {
+        while slotCount > 1, case .free = state(slotCount - 1) {
+            rest.removeLast()
+            slotCount -= 1
         }
-        let position = index - 1
-        guard position >= 0, position < rest.count, rest[position] === entry else { return }
-        let last = rest.removeLast()
-        if position < rest.count {
-            rest[position] = last
-            last.index = index
-        }
-        if rest.isEmpty {
-            rest = []
-        } else if rest.capacity > 64, rest.count < rest.capacity / 4 {
-            // A new buffer of twice the count (`Array(rest)` would share the old one and keep
-            // its capacity): the next shrink comes after half the members left again, so
-            // shrinking costs O(1) amortised per removal.
-            var smaller: [CancelEntry] = []
+        if rest.capacity > 64, rest.count < rest.capacity / 4 {
+            var smaller: [Slot] = []
             smaller.reserveCapacity(2 * rest.count)
             smaller.append(contentsOf: rest)
             rest = smaller
         }
+        if freeSlots.count > 2 * (slotCount - inUse) + 16 { compactFreeSlots() }
     }
 
-    func forEach(_ body: (CancelEntry) -> Void) {
-        if let first { body(first) }
-        for entry in rest { body(entry) }
+    /// Rebuilds the free list without stale or repeated entries. Runs once the list could be
+    /// more than half stale, so it costs O(1) amortised per entry added.
+    private mutating func compactFreeSlots() {
+        var seen = Set<Int32>()
+        var kept: [Int32] = []
+        kept.reserveCapacity(slotCount - inUse)
+        for candidate in freeSlots {
+            let index = Int(candidate)
+            guard index < slotCount, case .free = state(index), seen.insert(candidate).inserted else { continue }
+            kept.append(candidate)
+        }
+        freeSlots = kept
+    }
+
+    private mutating func take(_ index: Int) -> MemberContents {
+        var taken = MemberContents()
+        withSlot(index) { swap(&taken, &$0.contents) }
+        return taken
+    }
+
+    private mutating func takeEarlier(_ index: Int) -> EarlierAttachment? {
+        earlier.isEmpty ? nil : earlier.removeValue(forKey: index)
+    }
+
+    /// Records the earlier attachment of the promise reserved in `key`'s slot.
+    mutating func setEarlier(_ attachment: EarlierAttachment, for key: _CancelKey) {
+        earlier[Int(key.index)] = attachment
+    }
+
+    /// Frees a slot reserved for a promise that could not be attached (it had settled): it will
+    /// never report to this table. Returns what the slot held.
+    mutating func unreserve(_ key: _CancelKey) -> MemberContents {
+        let index = Int(key.index)
+        let taken = take(index)
+        free(index)
+        return taken
+    }
+
+    // MARK: Events
+
+    /// Lists the member reserved as `key`, whose promise is `target`, in a chain whose root is
+    /// in `phase`; `home` is this table's storage.
+    mutating func list(
+        _ key: _CancelKey, target: any CancelTarget, phase: CancelState.Phase, home: CancelStorage,
+        into actions: inout CancelActions
+    ) {
+        let index = Int(key.index)
+        switch state(index) {
+        case .reserved:
+            break
+        case .settledBeforeListing:
+            // Its contents went when it settled; it will not report again.
+            free(index)
+            return
+        case .free, .listed, .detached:
+            preconditionFailure("MemberTable.list: the slot is not reserved")
+        }
+        switch phase {
+        case .active:
+            withSlot(index) { $0.contents.target = target }
+            withSlot(index) { $0.state = .listed }
+            listedCount += 1
+        case .cancelled(let error, _):
+            if isObserver(index) || upstream(index) != nil {
+                // A step added to a cancelled chain: its upstream promise passes the
+                // cancellation on to it, or, if it fulfilled, the step's body finds the chain
+                // cancelled before starting (`PromiseAttachment.errorBeforeBody`) and rejects.
+                // A body that already ran has its returned chain cancelled.
+                var taken = take(index)
+                if let link = taken.link {
+                    taken.link = nil
+                    actions.follow(link, error: error)
+                }
+                actions.release(taken)
+                withSlot(index) { $0.state = .detached }
+            } else {
+                withSlot(index) { $0.contents.target = target }
+                reject(index, home: home, with: error, into: &actions)
+            }
+        case .abandoned:
+            actions.release(take(index))
+            withSlot(index) { $0.state = .detached }
+        case .forwarded:
+            preconditionFailure("MemberTable.list: a forwarded storage lists nothing (lock the root)")
+        }
+    }
+
+    /// The promise of slot `index` settled (its attachment was told). Returns what the member
+    /// held, to release after the lock, and its earlier attachment, to notify after the lock.
+    mutating func memberSettled(_ index: Int) -> (MemberContents, EarlierAttachment?) {
+        guard index < slotCount else { return (MemberContents(), nil) }
+        switch state(index) {
+        case .listed:
+            listedCount -= 1
+            let taken = take(index)
+            let earlier = takeEarlier(index)
+            free(index)
+            return (taken, earlier)
+        case .reserved:
+            // Settled before being listed (a step whose body ran at once): `list` frees it.
+            withSlot(index) { $0.state = .settledBeforeListing }
+            return (take(index), takeEarlier(index))
+        case .detached:
+            let earlier = takeEarlier(index)
+            free(index)
+            return (MemberContents(), earlier)
+        case .free, .settledBeforeListing:
+            return (MemberContents(), nil)
+        }
+    }
+
+    /// Records a link for the member `key` (a step whose body returned a pending cancellable
+    /// promise, or a wrapper's returned promise), in a chain whose root is in `phase`.
+    /// `whileBodyRuns`: the link comes from the member's own step body, which is running.
+    mutating func link(
+        _ key: _CancelKey, _ link: CancelLink, phase: CancelState.Phase, whileBodyRuns: Bool,
+        into actions: inout CancelActions
+    ) {
+        if let index = index(of: key) {
+            switch state(index) {
+            case .reserved, .listed:
+                if case .abandoned = phase { return actions.release(link) }
+                withSlot(index) { $0.contents.link = CancelLink.adding(link, to: $0.contents.link) }
+                return
+            case .free, .settledBeforeListing, .detached:
+                break
+            }
+        }
+        // The member left the chain: the body's result is discarded, and its work is cancelled
+        // with the chain. A step whose body is still running leaves an active chain only when
+        // it is cancelled alone (an `autoCancel` loser): its work is cancelled too.
+        switch phase {
+        case .cancelled(let error, _):
+            actions.follow(link, error: error)
+        case .active where whileBodyRuns:
+            actions.follow(link, error: boxedCancellation)
+        default:
+            actions.release(link)
+        }
+    }
+
+    // MARK: Cancelling
+
+    /// Cancels this table's members with `error` (its root was just cancelled, or absorbed by
+    /// a cancelled root): rejects every listed promise that does not wait behind an observer;
+    /// the others settle when the observer ahead of them passes the cancellation on. Reserved
+    /// members are settled when they are listed.
+    mutating func cancelMembers(with error: any Error, home: CancelStorage, into actions: inout CancelActions) {
+        guard listedCount > 0 else { return }
+        actions.reserveRejections(listedCount)
+        var index = 0
+        while index < slotCount {
+            if case .listed = state(index) { markWaitingBehindObserver(index) }
+            index += 1
+        }
+        index = 0
+        // `free` may release the array once the last slot is freed: `slotCount` is read again.
+        while index < slotCount {
+            if case .listed = state(index) {
+                listedCount -= 1
+                if waitsBehindObserver(index) == true {
+                    // Settles when the observer ahead of it passes the cancellation on.
+                    actions.release(take(index))
+                    withSlot(index) { $0.state = .detached }
+                } else {
+                    reject(index, home: home, with: error, into: &actions)
+                }
+            }
+            index += 1
+        }
+    }
+
+    /// Cancels the listed member `key` alone, not its chain (an `autoCancel` loser that shares
+    /// its chain with the winner). `false` if it is not listed.
+    mutating func cancelAlone(
+        _ key: _CancelKey, home: CancelStorage, with error: any Error, into actions: inout CancelActions
+    ) -> Bool {
+        guard let index = listedIndex(of: key) else { return false }
+        listedCount -= 1
+        reject(index, home: home, with: error, into: &actions)
+        return true
+    }
+
+    /// Abandons the listed members: their cancel closures and links are released uncalled.
+    mutating func abandonMembers(into actions: inout CancelActions) {
+        guard listedCount > 0 else { return }
+        var index = 0
+        while index < slotCount {
+            if case .listed = state(index) {
+                actions.release(take(index))
+                withSlot(index) { $0.state = .detached }
+            }
+            index += 1
+        }
+        listedCount = 0
+    }
+
+    /// Rejects the promise of slot `index` (no longer counted as listed) under the lock, a
+    /// named step of a cancellation (see `CancelActions.reject`); frees the slot if its settle
+    /// notification was taken care of here, otherwise leaves it detached for that notification.
+    private mutating func reject(
+        _ index: Int, home: CancelStorage, with error: any Error, into actions: inout CancelActions
+    ) {
+        let earlier = takeEarlier(index)
+        let notified = actions.reject(take(index), home: home, key: UInt32(index), earlier: earlier, with: error)
+        if notified {
+            free(index)
+        } else {
+            withSlot(index) { $0.state = .detached }
+            if let earlier { self.earlier[index] = earlier }
+        }
+    }
+
+    /// Whether slot `index` is an observer or follows one that is still listed (in this
+    /// cancellation pass); computed for a whole table in linear time by remembering the answer
+    /// per slot.
+    private mutating func markWaitingBehindObserver(_ index: Int) {
+        // Common case without allocating: the slot is decided by itself or by its upstream,
+        // already marked.
+        if waitsBehindObserver(index) != nil { return }
+        if isObserver(index) {
+            withSlot(index) { $0.waitsBehindObserver = true }
+            return
+        }
+        guard let upstreamKey = upstream(index), let upstreamIndex = listedIndex(of: upstreamKey) else {
+            withSlot(index) { $0.waitsBehindObserver = false }
+            return
+        }
+        if let known = waitsBehindObserver(upstreamIndex) {
+            withSlot(index) { $0.waitsBehindObserver = known }
+            return
+        }
+        var path: [Int] = []
+        var current = index
+        var answer: Bool
+        while true {
+            if let known = waitsBehindObserver(current) {
+                answer = known
+                break
+            }
+            if isObserver(current) {
+                answer = true
+                withSlot(current) { $0.waitsBehindObserver = true }
+                break
+            }
+            guard let key = upstream(current), let next = listedIndex(of: key) else {
+                answer = false
+                withSlot(current) { $0.waitsBehindObserver = false }
+                break
+            }
+            path.append(current)
+            current = next
+        }
+        for waiting in path { withSlot(waiting) { $0.waitsBehindObserver = answer } }
     }
 }

@@ -7,18 +7,27 @@ import PromiseCore
 // - `CancelContext` is a *handle*: what users (and wrappers, finalizers, tokens, combinators)
 //   hold to be able to cancel a chain. Every `CancellablePromise` of a chain holds the same one.
 // - `CancelStorage` is the chain's shared state, behind one lock: a `CancelState` (the state
-//   machine below) listing a `CancelEntry` per pending promise of the chain. Handles count
+//   machine) whose `MemberTable` has a slot per pending promise of the chain. Handles count
 //   themselves in their storage; when the last handle goes away the chain is *abandoned*: its
-//   entries drop their promises, cancel closures and links (uncalled), so nothing but the work
+//   members drop their promises, cancel closures and links (uncalled), so nothing but the work
 //   itself (a resolver, an upstream promise) keeps the promises alive, and abandoned work that
 //   nothing can settle is freed like any unreferenced promise.
-// - `CancelEntry` is one pending promise of a chain. The promise holds its entry (as its
-//   attachment, told when the promise settles), the entry holds the promise, its cancel closure,
-//   the chain it waits on (a *link*) and the entry of its upstream step; all of that is dropped
-//   when the promise settles, is cancelled, or is abandoned, so no cycle outlives the work.
+// - A member is a slot, not an object. Its promise has the storage as its attachment, with the
+//   slot's index as its attachment key: the promise tells the storage "member k settled" and
+//   asks "may member k's body start?". The slot holds the promise, its cancel closure, the chain
+//   it waits on (a *link*) and the key of its upstream step; all of that is dropped when the
+//   promise settles, is cancelled, or is abandoned, so no cycle outlives the work. What a member
+//   is outside the table is an immutable key (`_CancelKey`: slot and generation), held by its
+//   `CancellablePromise`, by the steps downstream and by the step's body (`_CancelMember`).
+//   A slot is freed only once its promise will never report to it again (its settle
+//   notification arrived, or was taken care of when a cancellation rejected it under the lock),
+//   so the key a promise carries never names another member; the generation tells every other
+//   holder of a key that the slot was reused.
 //
-// Joins (`cancellize(cancelContext:)` on a cancellable promise) merge the smaller storage into
-// the larger (union by size): the absorbed storage forwards to the other and lists nothing.
+// Joins (`cancellize(cancelContext:)` on a cancellable promise) make one storage forward to the
+// other's root (union by size of the groups). Members never move: the absorbed storage keeps its
+// table, guarded by its root's lock from then on, and the root lists the storages it absorbed,
+// so that cancelling or abandoning the chain walks every table of the group (iteratively).
 // Forwarding never loops: a join decides with both roots locked, only an active root is ever
 // absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
 // other one).
@@ -28,21 +37,26 @@ import PromiseCore
 // one; the link ends when the step settles.
 //
 // Lock order: only a join holds two storage locks, those of two roots, taken in address order.
-// A storage lock may be held while taking promise locks (to reject the chain's promises), never
-// the reverse. User code (cancel closures,
+// A storage lock may be held while taking promise locks (to reject the chain's promises, to
+// attach the storage to a promise), never the reverse. User code (cancel closures,
 // handlers, deinits of captured objects) never runs under a storage lock.
 
 // MARK: - Storage
 
-/// The lock and state of a chain (see the top of this file). Never exposed: users hold
-/// `CancelContext` handles.
+/// The lock and state of a chain (see the top of this file), and the attachment of its members'
+/// promises. Never exposed: users hold `CancelContext` handles.
 @usableFromInline
-final class CancelStorage: @unchecked Sendable {
-    // @unchecked: `state` is only touched with the lock held.
+final class CancelStorage: PromiseAttachment, @unchecked Sendable {
+    // @unchecked: `state` is only touched with the lock held, `members` with the root's.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
     private var lockWord = makeLockWord()
-    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    /// Guarded by this storage's own lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state = CancelState()
+    /// This storage's members, guarded by its root's lock: its own while it is a root, the lock
+    /// of the root it forwards to once a join absorbed it. A variable of its own, not a field of
+    /// `state`: the two are guarded by different locks then, and an access to a field is an
+    /// access to the whole variable (as ThreadSanitizer sees it).
+    @exclusivity(unchecked) private var members = MemberTable()
 
     init() {}
 
@@ -93,17 +107,6 @@ final class CancelStorage: @unchecked Sendable {
         return storage
     }
 
-    /// Runs `event` on the root's state with its lock held, then the actions it recorded.
-    @inline(__always)
-    private func withRoot<R>(_ event: (inout CancelState, inout CancelActions) -> R) -> R {
-        var actions = CancelActions()
-        let root = lockRoot()
-        let result = event(&root.state, &actions)
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
-        return result
-    }
-
     /// Follows the links recorded in `actions` (cancelling the chains they reach, each under its
     /// own lock, iteratively), then runs the actions.
     private static func finish(_ actions: inout CancelActions) {
@@ -116,7 +119,7 @@ final class CancelStorage: @unchecked Sendable {
                     root.unlock()
                     continue
                 }
-                _ = root.state.cancel(with: error, at: actions.linkSite ?? .library, into: &actions)
+                root.cancelGroup(with: error, at: actions.linkSite ?? .library, into: &actions)
                 root.unlock()
             case .task(let body):
                 actions.call(body)
@@ -128,7 +131,37 @@ final class CancelStorage: @unchecked Sendable {
         actions.run()
     }
 
+    /// Cancels the chain of this root (locked by the caller): marks it cancelled and cancels
+    /// the members of its table and of every table it absorbed. `false` if it was cancelled, or
+    /// abandoned, already.
+    @discardableResult
+    private func cancelGroup(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
+        guard let group = state.cancel(with: error, at: site) else { return false }
+        members.cancelMembers(with: error, home: self, into: &actions)
+        for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
+        actions.releasedStorages.append(contentsOf: group)
+        return true
+    }
+
     // MARK: Events
+
+    /// Counts this storage's table in its root's `CancelState.noteAbsorbedTableEmptied` if it
+    /// is an absorbed one and empty now (after an event that may have freed its last slot); the
+    /// root is locked by the caller.
+    @inline(__always)
+    private func noteIfEmptied(under root: CancelStorage) {
+        if root !== self, members.inUse == 0 { root.state.noteAbsorbedTableEmptied() }
+    }
+
+    /// Lists this absorbed storage in its active root's list again if `pruneAbsorbed` dropped
+    /// it while its table was empty, now that it has a slot (the root is locked by the caller).
+    @inline(__always)
+    private func relistIfPruned(under root: CancelStorage) {
+        if root !== self, !members.isInRootsList, root.state.isActive {
+            root.state.relist(self)
+            members.isInRootsList = true
+        }
+    }
 
     /// Reads the root's state with its lock held.
     @inline(__always)
@@ -142,20 +175,41 @@ final class CancelStorage: @unchecked Sendable {
         readRoot { $0.cancelledError }
     }
 
-    /// The error `entry`'s step must reject with instead of starting its body: its chain's
-    /// cancellation, or its own (an `autoCancel` loser), if any.
-    func errorBeforeBody(of entry: CancelEntry) -> (any Error)? {
-        readRoot { entry.cancelledAlone ? boxedCancellation : $0.cancelledError }
+    /// A step body must not start once the chain was cancelled. (A member cancelled alone has
+    /// its promise rejected at once: its step never asks.)
+    @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? {
+        readRoot { $0.cancelledError }
     }
 
-    var memberCount: Int { readRoot { $0.memberCount } }
-
-    /// Whether `entry` is listed (its promise pending and not cancelled).
-    func isListed(_ entry: CancelEntry) -> Bool {
-        readRoot { _ in entry.index >= 0 }
+    /// The listed members of the chain (of every table of its group).
+    var memberCount: Int {
+        let root = lockRoot()
+        defer { root.unlock() }
+        var count = root.members.listedCount
+        for storage in root.state.absorbed { count += storage.members.listedCount }
+        return count
     }
 
-    var memberCapacity: Int { readRoot { $0.memberCapacity } }
+    /// The storages the chain's root lists as absorbed by joins (for tests of its bound).
+    var absorbedCount: Int {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return root.state.absorbed.count
+    }
+
+    /// Slots allocated beyond the inline one in this storage's table (for tests).
+    var memberCapacity: Int {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return members.capacity
+    }
+
+    /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
+    func isListed(_ key: _CancelKey) -> Bool {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return members.isListed(key)
+    }
 
     func isSameChain(as other: CancelStorage) -> Bool {
         root === other.root
@@ -169,95 +223,119 @@ final class CancelStorage: @unchecked Sendable {
     }
 
     func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
-        withRoot { state, actions in
-            actions.linkSite = site
-            actions.excludedRoot = excluded
-            _ = state.cancel(with: error, at: site, into: &actions)
-        }
+        var actions = CancelActions()
+        actions.linkSite = site
+        actions.excludedRoot = excluded
+        let root = lockRoot()
+        root.cancelGroup(with: error, at: site, into: &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
     /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
     /// the number of pending promises listed.
     var debugState: (error: (any Error)?, site: CancelSite?, pending: Int) {
-        readRoot { ($0.cancelledError, $0.cancelSite, $0.memberCount) }
+        let pending = memberCount
+        return readRoot { ($0.cancelledError, $0.cancelSite, pending) }
     }
 
-    /// Cancels the chain if `entry` is still listed (its promise pending): one lock for the
-    /// check and the cancellation (what a `CancelBag` does for a stored promise, and
-    /// `autoCancel` for a loser); links followed never reach `excluded`.
-    func cancel(ifListed entry: CancelEntry, excluding excluded: CancelStorage? = nil) {
-        withRoot { state, actions in
-            guard entry.index >= 0 else { return }
-            actions.linkSite = .library
-            actions.excludedRoot = excluded
-            _ = state.cancel(with: boxedCancellation, at: .library, into: &actions)
+    /// Cancels the chain if the member `key` of this storage is still listed (its promise
+    /// pending): one lock for the check and the cancellation (what a `CancelBag` does for a
+    /// stored promise, and `autoCancel` for a loser); links followed never reach `excluded`.
+    func cancel(ifListed key: _CancelKey, excluding excluded: CancelStorage? = nil) {
+        var actions = CancelActions()
+        actions.linkSite = .library
+        actions.excludedRoot = excluded
+        let root = lockRoot()
+        if members.isListed(key) {
+            root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
         }
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// Cancels a loser of an `autoCancel` combinator, `entry` (listed in this storage's chain),
-    /// under one lock: alone (see `CancelState.cancelAlone`) if its chain is the winner's, whose
-    /// root is `winnerRoot`, so that chain is not marked cancelled; with its chain otherwise.
-    /// Nothing if the loser is no longer listed (settled). Links followed never reach the
-    /// winner's chain (a loser may wait on the winner).
-    func cancelLoser(_ entry: CancelEntry, winnerRoot: CancelStorage) {
+    /// Cancels a loser of an `autoCancel` combinator, the member `key` of this storage, under
+    /// one lock: alone (see `MemberTable.cancelAlone`) if its chain is the winner's, whose root
+    /// is `winnerRoot`, so that chain is not marked cancelled; with its chain otherwise. Nothing
+    /// if the loser is no longer listed (settled). Links followed never reach the winner's chain
+    /// (a loser may wait on the winner).
+    func cancelLoser(_ key: _CancelKey, winnerRoot: CancelStorage) {
         var actions = CancelActions()
         actions.linkSite = .library
         actions.excludedRoot = winnerRoot
         let root = lockRoot()
         if root === winnerRoot {
-            _ = root.state.cancelAlone(entry, with: boxedCancellation, into: &actions)
-        } else if entry.index >= 0 {
-            _ = root.state.cancel(with: boxedCancellation, at: .library, into: &actions)
+            _ = members.cancelAlone(key, home: self, with: boxedCancellation, into: &actions)
+            noteIfEmptied(under: root)
+        } else if members.isListed(key) {
+            root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
         }
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// Lists `entry` for `promise` (attaching it to the promise), or settles the matter at once
-    /// if the promise has settled or the chain was cancelled.
-    @usableFromInline func add(_ entry: CancelEntry, for promise: any CancelTarget) {
-        // A step made with its entry as attachment is attached already; any other promise gets
-        // the entry as attachment now, keeping the one it had (not a producer's task, which the
-        // entry's cancel closure stands for) to tell when it settles.
-        var earlier: (any PromiseAttachment)?
-        if !entry.isAttachedAtCreation {
-            let (attached, previous) = promise.replaceAttachment(with: entry)
-            guard attached else {
-                // Settled already: nothing to cancel; the closure is released uncalled.
-                withRoot { _, actions in
-                    entry.index = CancelEntry.done
-                    actions.release(entry.takeAll())
-                }
-                return
-            }
-            if !(previous is PromiseCancellation), previous !== entry { earlier = previous }
-        }
+    /// Reserves a slot for a step that follows `upstream` (see `MemberTable.reserve`): the step's
+    /// promise is made with this storage as its attachment and the slot as its key, then listed
+    /// with `_list`.
+    @usableFromInline func _reserve(upstream: _CancelKey?, isObserver: Bool) -> _CancelKey {
         let root = lockRoot()
-        if let earlier { entry.earlier = earlier }
-        if root.state.listIfActive(entry, target: promise) {
-            root.unlock()
-            return
-        }
-        // Settled meanwhile (the entry was told, and is done: `list` releases it), or the chain
-        // is cancelled or abandoned.
+        let key = members.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
+        relistIfPruned(under: root)
+        root.unlock()
+        return key
+    }
+
+    /// Lists the step reserved as `key`, whose promise `target` was made with this storage as
+    /// its attachment, or settles the matter at once if it has settled or the chain was
+    /// cancelled or abandoned.
+    @usableFromInline func _list(_ key: _CancelKey, target: any CancelTarget) {
         var actions = CancelActions()
-        if entry.index == CancelEntry.done {
-            // Settled between being attached and being listed: the earlier attachment is told
-            // here, as the entry will not be.
-            actions.notify(entry.earlier)
-            entry.earlier = nil
-        }
-        root.state.list(entry, target: promise, into: &actions)
+        let root = lockRoot()
+        members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
+        noteIfEmptied(under: root)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// `entry`'s promise settled (see `CancelState.unlist`): one lock, no recorded actions.
-    func remove(_ entry: CancelEntry) {
+    /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
+    /// following `upstream`, with `cancel` to stop its task; or settles the matter at once if
+    /// the promise has settled or the chain was cancelled or abandoned. One lock: the promise's
+    /// lock is taken under it to attach.
+    @usableFromInline func _add(
+        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?
+    ) -> _CancelKey {
+        var actions = CancelActions()
         let root = lockRoot()
-        var (released, earlier) = root.state.unlist(entry)
+        let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
+        relistIfPruned(under: root)
+        let (attached, previous, previousKey) = promise.replaceAttachment(with: self, key: key.index)
+        if attached {
+            // Keeps the attachment it had (not a producer's task, which the cancel closure
+            // stands for), to tell when it settles.
+            if let previous, !(previous is PromiseCancellation) {
+                members.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
+            }
+            members.list(key, target: promise, phase: root.state.phase, home: self, into: &actions)
+        } else {
+            // Settled already: nothing to cancel; the closure is released uncalled.
+            actions.release(members.unreserve(key))
+        }
+        noteIfEmptied(under: root)
         root.unlock()
-        earlier?.promiseDidSettle()
+        // A producer's task, released here, outside the lock.
+        withExtendedLifetime(previous) {}
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
+        return key
+    }
+
+    /// A member's promise settled (see `MemberTable.memberSettled`): one lock, no recorded
+    /// actions.
+    @usableFromInline package func promiseDidSettle(key: UInt32) {
+        let root = lockRoot()
+        var (released, earlier) = members.memberSettled(Int(key))
+        noteIfEmptied(under: root)
+        root.unlock()
+        if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
         if let link = released.link {
             // Released like every other link: without recursing (see `LinkRelease`).
             released.link = nil
@@ -267,19 +345,33 @@ final class CancelStorage: @unchecked Sendable {
         withExtendedLifetime(released) {}
     }
 
-    func link(_ entry: CancelEntry, _ link: CancelLink) {
-        withRoot { state, actions in
-            state.link(entry, link, into: &actions)
-        }
+    /// Records a link of the member `key` of this storage (see `MemberTable.link`).
+    func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
+        var actions = CancelActions()
+        let root = lockRoot()
+        members.link(key, link, phase: root.state.phase, whileBodyRuns: whileBodyRuns, into: &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
     /// A handle of this storage went away (see `CancelState.releaseHandle`).
     func releaseHandle() {
         var storage: CancelStorage? = self
         while let current = storage {
+            storage = nil
             var actions = CancelActions()
             current.lock()
-            storage = current.state.releaseHandle(into: &actions)
+            switch current.state.releaseHandle() {
+            case .none:
+                break
+            case .abandoned(let group):
+                // An abandoned root: every table of its group is guarded by its lock.
+                current.members.abandonMembers(into: &actions)
+                for absorbed in group { absorbed.members.abandonMembers(into: &actions) }
+                actions.releasedStorages = group
+            case .release(let holding):
+                storage = holding
+            }
             current.unlock()
             if !actions.isEmpty { actions.run() }
         }
@@ -298,16 +390,34 @@ final class CancelStorage: @unchecked Sendable {
             first.lock()
             second.lock()
             var actions = CancelActions()
-            let outcome = CancelState.join(&a.state, b: &b.state, aStorage: a, bStorage: b, into: &actions)
+            let outcome = CancelState.join(
+                &a.state, b: &b.state, aStorage: a, bStorage: b, aIsEmpty: a.members.inUse == 0,
+                bIsEmpty: b.members.inUse == 0)
+            switch outcome {
+            case .joined:
+                let (root, absorbed) = a.state.isActive ? (a, b) : (b, a)
+                absorbed.members.isInRootsList = true
+                actions.releasedStorages = root.state.pruneAbsorbed { storage in
+                    guard storage.members.inUse == 0 else { return false }
+                    storage.members.isInRootsList = false
+                    return true
+                }
+            case .cancelled(let group, let error):
+                // Absorbed by a cancelled root: the absorbed group's tables are cancelled, in
+                // chain order as `cancel` does; their roots' locks are both held.
+                for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
+                actions.releasedStorages = group
+            case .done, .retry:
+                break
+            }
             second.unlock()
             first.unlock()
-            guard case .done = outcome else { continue }
+            if case .retry = outcome { continue }
             CancelStorage.finish(&actions)
             return
         }
     }
 }
-
 /// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
 /// box on every call.
 let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled

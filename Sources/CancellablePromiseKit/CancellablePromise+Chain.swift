@@ -8,39 +8,39 @@ import PromiseCore
 // `conf.Q.map` or `conf.Q.return`; `on: nil` runs synchronously on the settling thread).
 
 extension CancellablePromise {
-    /// An entry for a step that follows this promise in the chain.
+    /// Reserves a member for a step that follows this promise in the chain.
     @inlinable
-    func nextEntry(isObserver: Bool = false, attachedAtCreation: Bool = false) -> CancelEntry {
-        CancelEntry(
-            home: cancelContext.storage, upstream: entry, isObserver: isObserver, cancel: nil,
-            attachedAtCreation: attachedAtCreation)
+    func nextMember(isObserver: Bool = false) -> _CancelMember {
+        let storage = cancelContext.storage
+        return _CancelMember(storage: storage, key: storage._reserve(upstream: _key, isObserver: isObserver))
     }
 
-    /// Wraps a step of this chain.
+    /// Wraps a step of this chain (one made without the storage as its attachment).
     @inlinable
-    func chained<U>(_ step: Promise<U>, entry: CancelEntry? = nil) -> CancellablePromise<U> {
-        CancellablePromise<U>(member: step, context: cancelContext, entry: entry ?? nextEntry())
+    func chained<U>(_ step: Promise<U>) -> CancellablePromise<U> {
+        CancellablePromise<U>(member: step, context: cancelContext, upstream: _key, cancel: nil)
     }
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
     /// `compactMap`, `done`, `get`, `recover`, and the sequence helpers that take a body).
-    /// `make` builds the core step with the entry as its attachment from the start: the step
-    /// asks it before its body starts, so no body starts once the chain is cancelled — also a
-    /// step made while `cancel()` runs, or queued before it. `make` also receives the entry to
-    /// link what the body returns.
+    /// `make` builds the core step with the chain's storage as its attachment and the reserved
+    /// member's slot as its key from the start: the step asks the storage before its body
+    /// starts, so no body starts once the chain is cancelled — also a step made while
+    /// `cancel()` runs, or queued before it. `make` also receives the member to link what the
+    /// body returns.
     @inlinable
-    func step<U>(_ make: (CancelEntry) -> Promise<U>) -> CancellablePromise<U> {
-        let entry = nextEntry(attachedAtCreation: true)
-        return chained(make(entry), entry: entry)
+    func step<U>(_ make: (_CancelMember) -> Promise<U>) -> CancellablePromise<U> {
+        let member = nextMember()
+        return CancellablePromise<U>(step: make(member), context: cancelContext, key: member.key)
     }
 
     /// Wraps an observer step (`ensure`, `ensureThen`, `tap`): a cancellation does not reject
     /// it; it runs its body with the cancellation error and passes the cancellation on, so the
-    /// steps after it settle in chain order. `make` receives the observer's entry.
+    /// steps after it settle in chain order. `make` receives the observer's member.
     @inlinable
-    func observer(_ make: (CancelEntry) -> Promise<T>) -> CancellablePromise<T> {
-        let entry = nextEntry(isObserver: true, attachedAtCreation: true)
-        return chained(make(entry), entry: entry)
+    func observer(_ make: (_CancelMember) -> Promise<T>) -> CancellablePromise<T> {
+        let member = nextMember(isObserver: true)
+        return CancellablePromise<T>(step: make(member), context: cancelContext, key: member.key)
     }
 
     /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
@@ -58,10 +58,11 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
-        step { entry in
-            promise.then(on: on, flags: flags, attachment: entry) { value -> CancellablePromise<U> in
+        step { member in
+            promise.then(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                value -> CancellablePromise<U> in
                 let next = try body(value)
-                entry.link(next)
+                member.link(next)
                 return next
             }
         }
@@ -76,10 +77,10 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
-        step { entry in
-            promise.then(on: on, flags: flags, attachment: entry) { value -> U in
+        step { member in
+            promise.then(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
                 let next = try body(value)
-                entry.link(next)
+                member.link(next)
                 return next
             }
         }
@@ -93,7 +94,8 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry, transform) }
+        step { member in promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
+        }
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
@@ -102,8 +104,10 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
-        step { entry in
-            promise.generalStep(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+        step { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
+            ) { result in
                 switch result {
                 case .rejected(let error): return .result(.rejected(error))
                 case .fulfilled(let value):
@@ -120,7 +124,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry, body) }
+        step { member in promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index, body) }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -129,8 +133,10 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
-        step { entry in
-            promise.generalStep(on: on, flags: flags, hop: .fulfilled, attachment: entry) { result in
+        step { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
+            ) { result in
                 if case .fulfilled(let value) = result { try body(value) }
                 return .result(result)
             }
@@ -145,10 +151,12 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
-        observer { entry in
-            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+        observer { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+            ) { result in
                 body(result)
-                return .result(entry.passOn(result))
+                return .result(member.passOn(result))
             }
         }
     }
@@ -183,13 +191,15 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
-        step { entry in
-            promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+        step { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
+            ) { result in
                 guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
                 let next = try body(error)
-                entry.link(next)
+                member.link(next)
                 return .settleAs(next.asPromise())
             }
         }
@@ -211,10 +221,12 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
-        observer { entry in
-            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+        observer { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+            ) { result in
                 body()
-                return .result(entry.passOn(result))
+                return .result(member.passOn(result))
             }
         }
     }
@@ -226,10 +238,13 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
-        observer { entry in
-            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+        observer { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+            ) { result in
                 .settleAs(
-                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(member.passOn(result)) }
+                )
             }
         }
     }
@@ -242,10 +257,13 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
-        observer { entry in
-            promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true, attachment: entry) { result in
+        observer { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+            ) { result in
                 .settleAs(
-                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(entry.passOn(result)) })
+                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(member.passOn(result)) }
+                )
             }
         }
     }
@@ -265,8 +283,10 @@ extension CancellablePromise where T == Void {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
-        step { entry in
-            promise.generalStep(on: on, flags: flags, hop: .rejected(.allErrors), attachment: entry) { result in
+        step { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.index
+            ) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
             }
@@ -280,8 +300,10 @@ extension CancellablePromise where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { entry in
-            promise.generalStep(on: on, flags: flags, hop: .rejected(policy), attachment: entry) { result in
+        step { member in
+            promise.generalStep(
+                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
+            ) { result in
                 guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
@@ -378,7 +400,11 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.map(transform) } }
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                try $0.map(transform)
+            }
+        }
     }
 
     /// Maps every element to a sequence and flattens.
@@ -387,7 +413,11 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.flatMap(transform) } }
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                try $0.flatMap(transform)
+            }
+        }
     }
 
     /// Maps every element, dropping `nil`s.
@@ -396,7 +426,11 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry) { try $0.compactMap(transform) } }
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                try $0.compactMap(transform)
+            }
+        }
     }
 
     /// Maps every element to a cancellable promise and waits for all; while this chain waits on
@@ -417,10 +451,11 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
-        step { entry in
-            promise.then(on: on, flags: flags, attachment: entry) { values -> Promise<[U.T]> in
+        step { member in
+            promise.then(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                values -> Promise<[U.T]> in
                 let thenables = try values.map(transform)
-                for thenable in thenables { entry.link(thenable) }
+                for thenable in thenables { member.link(thenable) }
                 return when(fulfilled: thenables)
             }
         }
@@ -450,7 +485,11 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry) { $0.filter(isIncluded) } }
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+                $0.filter(isIncluded)
+            }
+        }
     }
 }
 
@@ -466,8 +505,8 @@ extension CancellablePromise where T: Collection {
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
-        step { entry in
-            promise.map(on: on, flags: flags, attachment: entry) { collection in
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) { collection in
                 guard let first = collection.first(where: test) else { throw PMKError.emptySequence }
                 return first
             }
@@ -486,6 +525,8 @@ extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { entry in promise.map(on: on, flags: flags, attachment: entry) { $0.sorted() } }
+        step { member in
+            promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index) { $0.sorted() }
+        }
     }
 }

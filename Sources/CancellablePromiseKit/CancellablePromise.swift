@@ -28,36 +28,79 @@ import PromiseCore
 /// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
 /// ```
 public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
-    // @unchecked: every stored property is immutable; `T` need not be `Sendable`, as for
-    // `Promise` (values cross threads only through the promise's own synchronisation).
+    // @unchecked: every stored property is immutable but `_lateContextStorage`, guarded by `promise`'s
+    // lock; `T` need not be `Sendable`, as for `Promise` (values cross threads only through the
+    // promise's own synchronisation).
     /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
     /// with plain `Promise` operators is not cancellable.
     public let promise: Promise<T>
 
     /// The context shared by this promise's chain; cancel it to cancel the chain. Holding it
     /// keeps the chain cancellable (see ``CancelContext``).
-    public let cancelContext: CancelContext
-
-    /// This promise's place in its chain.
-    @usableFromInline let entry: CancelEntry
-
-    /// Makes `promise` a member of `context`, through `entry` (made for it in `context`). If
-    /// `promise` has settled already there is nothing to cancel and nothing is listed.
-    @inlinable
-    init(member promise: Promise<T>, context: CancelContext, entry: CancelEntry) {
-        self.promise = promise
-        self.cancelContext = context
-        self.entry = entry
-        context.storage.add(entry, for: promise)
+    @inlinable public var cancelContext: CancelContext {
+        if let context = _context { return context }
+        return _lateContext()
     }
 
-    /// Makes `promise` a member of `context`, the first of its chain (no upstream step);
-    /// `cancel` stops its task.
+    /// The context of a promise made in one (every promise made pending); `nil` for a promise
+    /// made settled (`value(_:)`, `init(error:)`), which is in no chain until asked for its
+    /// context: a returned `.value(x)` costs no context.
+    @usableFromInline let _context: CancelContext?
+
+    /// The context made on first use for a promise made settled. Guarded by `promise`'s lock.
+    @exclusivity(unchecked) @usableFromInline var _lateContextStorage: CancelContext?
+
+    /// The context of a promise made settled, made on first use. Inlinable, so that a caller
+    /// sees that it does not let the wrapper escape (a wrapper that does not escape is kept on
+    /// the stack).
+    @inlinable func _lateContext() -> CancelContext {
+        promise._lockForWrapper()
+        defer { promise._unlockForWrapper() }
+        if let context = _lateContextStorage { return context }
+        let context = CancelContext()
+        _lateContextStorage = context
+        return context
+    }
+
+    /// The context if there is one already (without making one for a promise made settled).
+    private var existingContext: CancelContext? {
+        if let context = _context { return context }
+        promise._lockForWrapper()
+        defer { promise._unlockForWrapper() }
+        return _lateContextStorage
+    }
+
+    /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
+    /// has left the chain).
+    @usableFromInline let _key: _CancelKey
+
+    /// Makes `promise` a member of `context`, following `upstream` (a member of the same
+    /// context), if any; `cancel` stops its task. If `promise` has settled already there is
+    /// nothing to cancel and nothing is listed.
     @inlinable
-    convenience init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
-        self.init(
-            member: promise, context: context,
-            entry: CancelEntry(home: context.storage, upstream: nil, isObserver: false, cancel: cancel))
+    init(member promise: Promise<T>, context: CancelContext, upstream: _CancelKey? = nil, cancel: (() -> Void)?) {
+        self.promise = promise
+        self._context = context
+        self._key = context.storage._add(promise, upstream: upstream, cancel: cancel)
+    }
+
+    /// Wraps `promise`, made settled: nothing to cancel, nothing listed, and no context until
+    /// one is asked for.
+    @inlinable
+    init(settled promise: Promise<T>) {
+        self.promise = promise
+        self._context = nil
+        self._key = .none
+    }
+
+    /// Makes `promise`, a step made with `context`'s storage as its attachment and `key` (just
+    /// reserved) as its key, a member of `context`.
+    @inlinable
+    init(step promise: Promise<T>, context: CancelContext, key: _CancelKey) {
+        self.promise = promise
+        self._context = context
+        self._key = key
+        context.storage._list(key, target: promise)
     }
 
     // MARK: Creating
@@ -119,10 +162,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         } catch {
             output = Promise(error: error)
         }
-        let context = CancelContext()
-        let entry = CancelEntry(home: context.storage, upstream: nil, isObserver: false) { signal.cancel() }
-        self.init(member: output, context: context, entry: entry)
-        if let inner { entry.link(inner) }
+        self.init(member: output, context: CancelContext()) { signal.cancel() }
+        if let inner { _CancelMember(storage: cancelContext.storage, key: _key).link(inner, whileBodyRuns: false) }
     }
 
     /// Makes a cancellable promise bound to `bridge`, in `cancelContext` (a new context by
@@ -143,7 +184,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
         if let chain = bridge as? CancellablePromise<T> {
             if let cancelContext, cancelContext !== chain.cancelContext { cancelContext.join(chain.cancelContext) }
-            self.init(member: chain.promise.mirror(), context: chain.cancelContext, entry: chain.nextEntry())
+            self.init(member: chain.promise.mirror(), context: chain.cancelContext, upstream: chain._key, cancel: nil)
             return
         }
         let context = cancelContext ?? CancelContext()
@@ -163,13 +204,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// A cancellable promise rejected with `error` (cancelling it does nothing).
     @inlinable
     public convenience init(error: Error) {
-        self.init(member: Promise(error: error), context: CancelContext(), cancel: nil)
+        self.init(settled: Promise(error: error))
     }
 
     /// A cancellable promise fulfilled with `value` (cancelling it does nothing).
     @inlinable
     public static func value(_ value: T) -> CancellablePromise<T> {
-        CancellablePromise(member: .value(value), context: CancelContext(), cancel: nil)
+        CancellablePromise(settled: .value(value))
     }
 
     /// A pending cancellable promise and its resolver. `cancel()` rejects it (unlike
@@ -209,13 +250,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
 
     /// `true` once cancellation was requested for this promise or its chain, whether or not it
     /// was still pending (as `Task.isCancelled`).
-    public var isCancelled: Bool { cancelContext.isCancelled }
+    public var isCancelled: Bool { existingContext?.isCancelled ?? false }
 
     /// The same as `isCancelled` (PromiseKit 7's name).
-    public var cancelAttempted: Bool { cancelContext.isCancelled }
+    public var cancelAttempted: Bool { isCancelled }
 
     /// The error the chain was cancelled with, if it was.
-    public var cancelledError: Error? { cancelContext.cancelledError }
+    public var cancelledError: Error? { existingContext?.cancelledError }
 
     // MARK: Thenable
 
@@ -272,7 +313,7 @@ private final class CancelSignal: Sendable {
 extension CancellablePromise where T == Void {
     /// A cancellable promise fulfilled with `()`.
     public convenience init() {
-        self.init(member: Promise(), context: CancelContext(), cancel: nil)
+        self.init(settled: Promise())
     }
 }
 

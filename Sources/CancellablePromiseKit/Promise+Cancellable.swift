@@ -209,8 +209,15 @@ extension CancellablePromise {
             cancellable?.cancel()
             reject?(storage?.cancelledError ?? CancellablePromiseError.cancelled)
         }
+        let storage = cancelContext.storage
         _ = CancellablePromise<Void>(member: gate, context: cancelContext, cancel: cancel)
-        promise.pipe { _ in gate.resolve(.fulfilled(())) }
+        promise.pipe { [weak storage] _ in
+            // A cancellation of the chain rejects the gate itself and calls `cancel`: this
+            // promise, rejected by that very cancellation, must not settle the gate first (the
+            // cancellation may not have reached the gate yet; asking for its error waits for it).
+            if let storage, storage.cancelledError != nil { return }
+            gate.resolve(.fulfilled(()))
+        }
     }
 
     /// Joins the chain of `other` to this promise's chain: from now on, cancelling either

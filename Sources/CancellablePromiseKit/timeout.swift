@@ -142,9 +142,8 @@ extension CancellablePromise {
             output.resolve(result)
         }
         let context = CancelContext()
-        let entry = CancelEntry(home: context.storage, upstream: nil, isObserver: false) { timer.cancel() }
-        let timed = CancellablePromise(member: output, context: context, entry: entry)
-        entry.link(self)
+        let timed = CancellablePromise(member: output, context: context) { timer.cancel() }
+        _CancelMember(storage: context.storage, key: timed._key).link(self, whileBodyRuns: false)
         return timed
     }
 }

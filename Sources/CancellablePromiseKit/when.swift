@@ -267,7 +267,7 @@ private final class Generation: Sendable {
             defer { state.inputs = [] }
             return state.inputs
         }
-        for input in inputs { input.context.storage.cancel(ifListed: input.entry) }
+        for input in inputs { input.context.storage.cancel(ifListed: input.key) }
     }
 }
 

@@ -16,8 +16,10 @@
     /// `Promise.attachCancellation(_:)`).
     var attachedCancellation: PromiseCancellation? { get }
 
-    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:)`).
-    func replaceAttachment(with new: any PromiseAttachment) -> (attached: Bool, previous: (any PromiseAttachment)?)
+    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:key:)`).
+    func replaceAttachment(
+        with new: any PromiseAttachment, key: UInt32
+    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32)
 }
 
 extension Promise: CancelTarget {

@@ -183,8 +183,9 @@ private func isRemovedRegistration(
     /// The promise settled, with no handler waiting and no attachment to tell: the common end
     /// of a chain, returned without a reference to the promise (nothing to retain or release).
     case settled
-    /// `source` settled, releasing `handlers` and its `attachment` (told first).
-    case released(source: AnyObject, handlers: Handlers, attachment: (any PromiseAttachment)?)
+    /// `source` settled, releasing `handlers` and its `attachment` (told first, with `key`, what
+    /// it knows `source` by).
+    case released(source: AnyObject, handlers: Handlers, attachment: (any PromiseAttachment)?, key: UInt32)
 
     /// Whether the call that returned this settled its promise.
     @inline(__always) package var didSettle: Bool {
@@ -200,16 +201,16 @@ private func isRemovedRegistration(
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the
 /// order a recursive implementation would use (the order they were added, at each promise).
 @usableFromInline package func drain(_ start: ReleasedHandlers) {
-    guard case .released(let source, let handlers, let attachment) = start else { return }
-    runReleased(source: source, handlers: handlers, attachment: attachment)
+    guard case .released(let source, let handlers, let attachment, let key) = start else { return }
+    runReleased(source: source, handlers: handlers, attachment: attachment, key: key)
 }
 
 /// `drain` for a value the caller gives up (one taken out of a list): its payload moves into
 /// the loop instead of being copied, one retain and one release fewer per reference in it.
 package func drain(consuming start: consuming ReleasedHandlers) {
     switch consume start {
-    case .released(let source, let handlers, let attachment):
-        runReleased(source: source, handlers: handlers, attachment: attachment)
+    case .released(let source, let handlers, let attachment, let key):
+        runReleased(source: source, handlers: handlers, attachment: attachment, key: key)
     case .none, .settled:
         return
     }
@@ -219,11 +220,12 @@ package func drain(consuming start: consuming ReleasedHandlers) {
 /// Handlers are moved out of each released list (`take()`), not copied: a copy costs a retain
 /// here and a release when the list is destroyed.
 private func runReleased(
-    source: consuming AnyObject, handlers: consuming Handlers, attachment: consuming (any PromiseAttachment)?
+    source: consuming AnyObject, handlers: consuming Handlers, attachment: consuming (any PromiseAttachment)?,
+    key: UInt32
 ) {
     var source = source
     var handlers = handlers
-    attachment?.promiseDidSettle()
+    attachment?.promiseDidSettle(key: key)
     guard var current = handlers.first.take() else { return }
     var deferred: [(AnyObject, any PromiseHandler)] = []
     if let rest = handlers.rest.take() {
@@ -233,8 +235,8 @@ private func runReleased(
         let next = current.handle(settled: source)
         // Consumed, so that its payload moves out without being copied.
         switch consume next {
-        case .released(let nextSource, var handlers, let attachment):
-            attachment?.promiseDidSettle()
+        case .released(let nextSource, var handlers, let attachment, let key):
+            attachment?.promiseDidSettle(key: key)
             if let first = handlers.first.take() {
                 if let rest = handlers.rest.take() {
                     pushDeferred(rest, of: nextSource, onto: &deferred)

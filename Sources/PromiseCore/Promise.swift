@@ -44,9 +44,14 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     @exclusivity(unchecked) private final var storedError: (any Error)?
     /// `true` once settled; a plain flag, so testing it needs no generic metadata.
     @exclusivity(unchecked) final var isSettled = false
+    /// What the attachment knows this promise by (a cancel storage's slot); passed back to it
+    /// with every notification. Stored after `isSettled`, in the padding before `handlers`: no
+    /// size cost.
+    @exclusivity(unchecked) private final var attachmentKey: UInt32 = 0
     /// Handlers waiting for this promise; moved out when it settles.
     @exclusivity(unchecked) private final var handlers = Handlers()
-    /// A producer's task (`PromiseCancellation`) or a cancellable wrapper; released on settling.
+    /// A producer's task (`PromiseCancellation`) or the storage of a cancellable chain the
+    /// promise is a member of (which knows it by `attachmentKey`); released on settling.
     @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
@@ -317,7 +322,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         attachment = nil
         unlock()
         // The attachment is notified (and released) by `drain`, outside every lock.
-        return .released(source: self, handlers: released, attachment: attached)
+        return .released(source: self, handlers: released, attachment: attached, key: attachmentKey)
     }
 
     /// Settles the promise and runs the released handlers.
@@ -461,20 +466,22 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return a as? PromiseCancellation
     }
 
-    /// Replaces the attachment while pending. Returns `false` (attaching nothing) once settled,
-    /// and the previous attachment.
+    /// Replaces the attachment while pending, with `new` knowing this promise by `key`. Returns
+    /// `false` (attaching nothing) once settled, and the previous attachment with its key.
     @usableFromInline package final func replaceAttachment(
-        with new: any PromiseAttachment
-    ) -> (attached: Bool, previous: (any PromiseAttachment)?) {
+        with new: any PromiseAttachment, key: UInt32
+    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32) {
         lock()
         guard !isSettled else {
             unlock()
-            return (false, nil)
+            return (false, nil, 0)
         }
         let previous = attachment
+        let previousKey = attachmentKey
         attachment = new
+        attachmentKey = key
         unlock()
-        return (true, previous)
+        return (true, previous, previousKey)
     }
 
     /// Whether a step's body may start: not once the step has settled (rejected by a
@@ -487,20 +494,31 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
             return .settled
         }
         let attached = attachment
+        let key = attachmentKey
         unlock()
-        if let attached, let error = attached.errorBeforeBody() { return .reject(error) }
+        if let attached, let error = attached.errorBeforeBody(key: key) { return .reject(error) }
         return .start
     }
 
     /// Sets the attachment of a step that no other thread can see yet (before it is added to
-    /// its source as a handler), so that it governs the step's body from the start.
-    @inlinable package final func initializeAttachment(_ attachment: any PromiseAttachment) {
-        setAttachmentUnshared(attachment)
+    /// its source as a handler), so that it governs the step's body from the start; `key` is
+    /// what the attachment knows the step by.
+    @inlinable package final func initializeAttachment(_ attachment: any PromiseAttachment, key: UInt32) {
+        setAttachmentUnshared(attachment, key: key)
     }
 
-    @usableFromInline final func setAttachmentUnshared(_ new: any PromiseAttachment) {
+    @usableFromInline final func setAttachmentUnshared(_ new: any PromiseAttachment, key: UInt32) {
         attachment = new
+        attachmentKey = key
     }
+
+    /// Takes this promise's lock, for state a wrapper keeps beside the promise (the context
+    /// `CancellablePromiseKit` makes on first use for a promise made settled); release it with
+    /// `_unlockForWrapper()`. Take no other lock, and do not touch this promise, meanwhile.
+    @usableFromInline package final func _lockForWrapper() { lock() }
+
+    /// Releases the lock taken by `_lockForWrapper()`.
+    @usableFromInline package final func _unlockForWrapper() { unlock() }
 
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
     @inline(__always) @usableFromInline package final var isPendingLocked: Bool {

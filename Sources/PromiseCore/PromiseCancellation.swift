@@ -15,5 +15,5 @@
 
     @usableFromInline package func cancel() { body() }
 
-    @usableFromInline package func promiseDidSettle() {}
+    @usableFromInline package func promiseDidSettle(key: UInt32) {}
 }

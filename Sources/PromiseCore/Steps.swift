@@ -338,11 +338,12 @@ extension Promise {
         hop: HopRule,
         isObserver: Bool = false,
         attachment: (any PromiseAttachment)? = nil,
+        key: UInt32 = 0,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
         let step = GeneralStep<T, U>(
             queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body, runner: runGeneralStep)
-        if let attachment { step.initializeAttachment(attachment) }
+        if let attachment { step.initializeAttachment(attachment, key: key) }
         addHandlerAndDrain(step)
         return step
     }
@@ -352,10 +353,11 @@ extension Promise {
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
+        key: UInt32,
         _ transform: @escaping (T) throws -> U
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: queue, flags: flags, transform: transform)
-        step.initializeAttachment(attachment)
+        step.initializeAttachment(attachment, key: key)
         addHandlerAndDrain(step)
         return step
     }
@@ -365,10 +367,11 @@ extension Promise {
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
+        key: UInt32,
         _ body: @escaping (T) throws -> R
     ) -> Promise<R.T> {
         let step = ThenStep<T, R>(queue: queue, flags: flags, body: body)
-        step.initializeAttachment(attachment)
+        step.initializeAttachment(attachment, key: key)
         addHandlerAndDrain(step)
         return step
     }

@@ -423,6 +423,26 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertTrue(members.allSatisfy { $0.isCancelled && $0.isRejected })
     }
 
+    func testALongLivedContextForgetsTheChainsItJoinedOnceTheyAreDone() {
+        let shared = CancelContext()
+        let (sharedSource, sharedResolver) = Promise<Int>.pending()
+        let sharedMember = CancellablePromise(sharedSource, cancelContext: shared)
+        let (liveSource, liveResolver) = Promise<Int>.pending()
+        let live = liveSource.cancellize()
+        _ = live.cancellize(cancelContext: shared)
+        for _ in 0..<10_000 {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            _ = promise.map(on: nil) { $0 }.cancellize(cancelContext: shared)
+            resolver.fulfill(1)
+        }
+        XCTAssertLessThanOrEqual(shared.storage.absorbedCount, 256, "joined chains that are done are dropped")
+        XCTAssertEqual(shared.storage.memberCount, 2)
+        shared.cancel()
+        XCTAssertTrue(sharedMember.isRejected)
+        XCTAssertTrue(live.isRejected && live.isCancelled, "a live joined chain is still cancelled with it")
+        withExtendedLifetime((sharedResolver, liveResolver)) {}
+    }
+
     func testJoiningACancelledChainCancelsTheOther() {
         let cancelled = CancelContext()
         cancelled.cancel()
@@ -505,5 +525,31 @@ final class CancellationGraphTests: XCTestCase {
         let cancellable: any Cancellable = head
         cancellable.cancel()
         XCTAssertTrue(head.debugDescription.contains("cancelled at CancellablePromiseKit with"), head.debugDescription)
+    }
+}
+
+extension CancellationGraphTests {
+    func testALongLivedContextGivesBackTheSlotsOfItsNewestMembersAsTheySettleNewestFirst() {
+        let context = CancelContext()
+        let (keep, keepResolver) = Promise<Int>.pending()
+        let kept = keep.cancellize(cancelContext: context)
+        var resolvers: [Resolver<Int>] = []
+        var promises: [CancellablePromise<Int>] = []
+        for _ in 0..<10_000 {
+            let (promise, resolver) = Promise<Int>.pending()
+            promises.append(promise.cancellize(cancelContext: context))
+            resolvers.append(resolver)
+        }
+        for (index, resolver) in resolvers.enumerated().reversed() { resolver.fulfill(index) }
+        XCTAssertEqual(context.storage.memberCount, 1)
+        XCTAssertLessThanOrEqual(context.storage.memberCapacity, 64, "the table's end is given back")
+        // The table still works: new members reuse it, and a cancel reaches them.
+        let (late, _) = Promise<Int>.pending()
+        let lateMember = late.cancellize(cancelContext: context)
+        context.cancel()
+        XCTAssertTrue(kept.promise.isRejected)
+        XCTAssertTrue(lateMember.promise.isRejected)
+        XCTAssertTrue(promises.allSatisfy { $0.promise.isFulfilled })
+        keepResolver.fulfill(0)
     }
 }

@@ -26,6 +26,15 @@ func registerCancellationBenchmarks() {
         }
     }
 
+    // A fulfilled cancellable promise, `CancellablePromise.value(x)`: what a `then` body returns
+    // when it has its value at hand.
+    Benchmark("cancel_value", configuration: configuration()) { _ in
+        for i in 0..<batch {
+            let promise = CancellablePromise.value(i)
+            precondition(promise.promise.isFulfilled)
+        }
+    }
+
     // A 1,000-link cancellable `then` chain, each body returning a cancellable promise (linked
     // to the chain while it waits on it), resolved.
     Benchmark("cancel_then_chain", configuration: configuration()) { _ in

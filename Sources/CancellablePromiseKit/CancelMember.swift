@@ -1,0 +1,62 @@
+import PromiseCore
+
+// A member of a chain as its step's body sees it: the storage it is listed in and its key
+// (see the overview in CancelStorage.swift). A value, captured by the body's closure: no object
+// per member.
+
+/// A member of a chain: its home storage and its key there. Captured by step bodies to link the
+/// promises they return, and by observers to pass the chain's cancellation on.
+@usableFromInline
+struct _CancelMember {
+    /// The storage of the chain the member was made in (it may forward to another).
+    @usableFromInline let storage: CancelStorage
+    @usableFromInline let key: _CancelKey
+
+    @inlinable init(storage: CancelStorage, key: _CancelKey) {
+        self.storage = storage
+        self.key = key
+    }
+
+    /// Links the chain of `next`, a promise the member's step body returned, to this member
+    /// (see `MemberTable.link`): a settled promise links nothing. `whileBodyRuns` is `false`
+    /// for a link made after the member was listed (a wrapper's returned promise, a timeout's
+    /// source). Inlinable, so that the casts below are decided in the caller's specialization
+    /// (no run-time metadata lookups for `CancellablePromise<U.T>` and `Guarantee<U.T>`); the
+    /// rest is not generic.
+    @inlinable
+    func link<U: Thenable>(_ next: U, whileBodyRuns: Bool = true) {
+        if let cancellable = next as? CancellablePromise<U.T> {
+            link(chainOf: cancellable.promise, { cancellable.cancelContext }, whileBodyRuns: whileBodyRuns)
+        } else if !(next is Guarantee<U.T>) {
+            link(taskOf: next.asPromise(), whileBodyRuns: whileBodyRuns)
+        }
+    }
+
+    /// `link(_:)` for a returned `CancellablePromise`: its chain, held through its context,
+    /// asked for only if the promise is pending (a settled `.value(x)` makes none).
+    @usableFromInline
+    func link(chainOf promise: any CancelTarget, _ contextOf: () -> CancelContext, whileBodyRuns: Bool) {
+        guard promise.isPendingLocked else { return }
+        let context = contextOf()
+        // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
+        // its own handle would keep the chain cancellable for ever.
+        guard !context.storage.isSameChain(as: storage) else { return }
+        storage.link(key, .chain(context), whileBodyRuns: whileBodyRuns)
+    }
+
+    /// `link(_:)` for another returned promise: the task its producer attached, if any.
+    @usableFromInline
+    func link(taskOf promise: any CancelTarget, whileBodyRuns: Bool) {
+        if let task = promise.attachedCancellation {
+            storage.link(key, .task(task.cancel), whileBodyRuns: whileBodyRuns)
+        }
+    }
+
+    /// `result`, or the chain's cancellation if the chain was cancelled: what an observer passes
+    /// on once its body has run.
+    @usableFromInline
+    func passOn<T>(_ result: Result<T>) -> Result<T> {
+        if let error = storage.cancelledError { return .rejected(error) }
+        return result
+    }
+}
