@@ -60,7 +60,7 @@ extension Guarantee {
 
 /// Resumes a continuation exactly once, whether the result or a cancellation arrives first
 /// (or before the continuation is installed).
-package final class ResumeOnce<T>: Sendable {
+final class ResumeOnce<T>: Sendable {
     private enum State {
         case waiting
         case installed(UnsafeContinuation<T, Error>)
@@ -71,7 +71,7 @@ package final class ResumeOnce<T>: Sendable {
 
     package init() {}
 
-    package func install(_ continuation: UnsafeContinuation<T, Error>) {
+    func install(_ continuation: UnsafeContinuation<T, Error>) {
         let early: Result<T>? = state.withLock { state in
             switch state {
             case .waiting:

@@ -60,7 +60,7 @@ extension PromiseHandler {
     }
 
     /// Whether the first handler is a promise step (see `PromiseHandler.isPromiseStep`).
-    @inline(__always) package var firstIsPromiseStep: Bool {
+    @inline(__always) var firstIsPromiseStep: Bool {
         guard let first else { return false }
         return type(of: first).isPromiseStep
     }
@@ -83,7 +83,7 @@ extension PromiseHandler {
     /// Only under the lock of the promise holding the list; `releasedAfterUnlock` receives
     /// objects the caller must release only once that lock is unlocked (see
     /// `PromiseRegistration.liveOwnerLocked`).
-    package func waitingCount(releasedAfterUnlock: inout [AnyObject]) -> Int {
+    func waitingCount(releasedAfterUnlock: inout [AnyObject]) -> Int {
         var count = 0
         forEach { handler in
             if !isRemovedRegistration(handler, releasedAfterUnlock: &releasedAfterUnlock) { count += 1 }
@@ -272,7 +272,7 @@ private func pushDeferred(
 
 /// Releases a list of pending handlers without recursing through nested `deinit`s: every step
 /// we hold the last reference to gives up its own handlers before it is released.
-package func teardown(_ handlers: inout Handlers) {
+func teardown(_ handlers: inout Handlers) {
     guard !handlers.isEmpty else { return }
     // No binding to the first handler may outlive the test: `popForTeardown` checks that the
     // stack holds the only reference.

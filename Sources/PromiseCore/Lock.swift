@@ -52,7 +52,7 @@ let lockWordOffset: Int = {
 }()
 
 /// Inline storage for a promise's value: the second stored property of `Promise`.
-package typealias ValueBuffer = (Int, Int, Int)
+typealias ValueBuffer = (Int, Int, Int)
 
 /// Offset of `Promise`'s value buffer, the stored property after the lock word.
 @usableFromInline

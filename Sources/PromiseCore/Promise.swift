@@ -244,20 +244,20 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// The result of a promise known to be settled, read without the lock. Only valid in a
     /// handler run for this promise (settling happened-before the run).
-    @inline(__always) package final var settledResult: Result<T> {
+    @inline(__always) final var settledResult: Result<T> {
         if let storedError { return .rejected(storedError) }
         return .fulfilled(valuePointer.pointee)
     }
 
     /// The error of a promise known to be settled (`nil` if it was fulfilled), read without the
     /// lock; same rule as `settledResult`.
-    @inline(__always) @usableFromInline package final var settledError: (any Error)? {
+    @inline(__always) @usableFromInline final var settledError: (any Error)? {
         storedError
     }
 
     /// The value of a promise known to be fulfilled, read without the lock; same rule as
     /// `settledResult`.
-    @inline(__always) @usableFromInline package final var settledValue: T {
+    @inline(__always) @usableFromInline final var settledValue: T {
         valuePointer.pointee
     }
 
@@ -334,7 +334,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Adds `handler` while the promise is pending; returns `false` (adding nothing) if it has
     /// settled already, in which case the caller runs the handler itself.
     @usableFromInline
-    package final func addHandlerIfPending(_ handler: any PromiseHandler) -> Bool {
+    final func addHandlerIfPending(_ handler: any PromiseHandler) -> Bool {
         lock()
         guard !isSettled else {
             unlock()
@@ -348,7 +348,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Adds `handler`, or runs it at once if the promise has settled already; returns what
     /// running it released.
     @usableFromInline
-    package final func addHandler(_ handler: any PromiseHandler) -> ReleasedHandlers {
+    final func addHandler(_ handler: any PromiseHandler) -> ReleasedHandlers {
         if addHandlerIfPending(handler) { return .none }
         return handler.handle(settled: self)
     }
@@ -377,7 +377,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Makes `target` settle as this promise does. Returns what settling released, when this
     /// promise was already settled.
-    @usableFromInline package final func relay(to target: Promise<T>) -> ReleasedHandlers {
+    @usableFromInline final func relay(to target: Promise<T>) -> ReleasedHandlers {
         addHandler(Relay<T>(target))
     }
 
@@ -436,7 +436,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Moves out this promise's handlers; only while the caller holds its last reference.
-    @usableFromInline package final func takeHandlersForTeardown() -> Handlers {
+    @usableFromInline final func takeHandlersForTeardown() -> Handlers {
         let taken = handlers
         handlers = Handlers()
         return taken
@@ -487,7 +487,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Whether a step's body may start: not once the step has settled (rejected by a
     /// cancellation), nor when its attachment forbids it (its chain was cancelled before the
     /// step could be rejected). Takes the lock once; asks the attachment after releasing it.
-    @inline(__always) @usableFromInline package final var bodyStart: BodyStart {
+    @inline(__always) @usableFromInline final var bodyStart: BodyStart {
         lock()
         guard !isSettled else {
             unlock()
@@ -503,7 +503,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Sets the attachment of a step that no other thread can see yet (before it is added to
     /// its source as a handler), so that it governs the step's body from the start; `key` is
     /// what the attachment knows the step by.
-    @inlinable package final func initializeAttachment(_ attachment: any PromiseAttachment, key: UInt32) {
+    @inlinable final func initializeAttachment(_ attachment: any PromiseAttachment, key: UInt32) {
         setAttachmentUnshared(attachment, key: key)
     }
 

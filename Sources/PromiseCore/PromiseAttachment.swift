@@ -21,7 +21,7 @@ extension PromiseAttachment {
 }
 
 /// Whether a step's body may start (see `Promise.bodyStart`).
-@usableFromInline package enum BodyStart {
+@usableFromInline enum BodyStart {
     /// Pending, and its attachment allows it.
     case start
     /// Settled already (rejected by a cancellation): the body must not start.

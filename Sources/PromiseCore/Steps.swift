@@ -11,13 +11,13 @@ import Dispatch
 /// A handler that is itself a promise: a step of a chain. Releasing the last reference to one
 /// may release a whole pending chain after it, so its type implements `popForTeardown` (see
 /// `teardown`) with the promise's own handlers.
-@usableFromInline package protocol PromiseStep: PromiseHandler {
+@usableFromInline protocol PromiseStep: PromiseHandler {
     /// Moves out this promise's handlers; only while the caller holds its last reference.
     func takeHandlersForTeardown() -> Handlers
 }
 
 extension PromiseStep {
-    @usableFromInline package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
+    @usableFromInline static func popForTeardown(_ stack: inout [any PromiseHandler]) {
         // The check runs on a variable of the concrete type: on an existential or `AnyObject`
         // copy, `isKnownUniquelyReferenced` always fails.
         var step = stack.removeLast() as! Self
@@ -27,7 +27,7 @@ extension PromiseStep {
         }
     }
 
-    @usableFromInline package static var isPromiseStep: Bool { true }
+    @usableFromInline static var isPromiseStep: Bool { true }
 }
 
 /// Which results a step hops to its queue for: those its body acts on with the caller's code.
@@ -250,7 +250,7 @@ extension Promise {
 /// (about 330 instructions a lookup, three per step). So the part that does, `runGeneralStep`,
 /// is inlinable and reached through `runner`, a reference to its specialization made by
 /// `generalStep` in the caller's module; the class itself handles only references.
-@usableFromInline package final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
+@usableFromInline final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
     @usableFromInline @exclusivity(unchecked) var body: ((Result<T>) throws -> StepOutcome<U>)?
