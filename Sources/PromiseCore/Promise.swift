@@ -47,12 +47,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// What the attachment knows this promise by (a cancel storage's slot); passed back to it
     /// with every notification. Stored after `isSettled`, in the padding before `handlers`: no
     /// size cost.
-    @exclusivity(unchecked) private final var attachmentKey: UInt32 = 0
+    @exclusivity(unchecked) final var attachmentKey: UInt32 = 0
     /// Handlers waiting for this promise; moved out when it settles.
     @exclusivity(unchecked) private final var handlers = Handlers()
     /// A producer's task (`PromiseCancellation`) or the storage of a cancellable chain the
     /// promise is a member of (which knows it by `attachmentKey`); released on settling.
-    @exclusivity(unchecked) private final var attachment: (any PromiseAttachment)?
+    @exclusivity(unchecked) final var attachment: (any PromiseAttachment)?
 
     /// Creates a pending promise; used by subclasses that are also steps of a chain.
     @usableFromInline init(pending: ()) {}
@@ -442,92 +442,6 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return taken
     }
 
-    // MARK: Attached tasks (for producers of promises; see PromiseCancellation)
-
-    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it.
-    /// Ignored (and returns `false`) if the promise has already settled.
-    @discardableResult
-    package final func attachCancellation(_ cancellation: PromiseCancellation) -> Bool {
-        lock()
-        guard !isSettled else {
-            unlock()
-            return false
-        }
-        attachment = cancellation
-        unlock()
-        return true
-    }
-
-    /// The task attached by this promise's producer, while it is pending.
-    @usableFromInline package final var attachedCancellation: PromiseCancellation? {
-        lock()
-        let a = attachment
-        unlock()
-        return a as? PromiseCancellation
-    }
-
-    /// Replaces the attachment while pending, with `new` knowing this promise by `key`. Returns
-    /// `false` (attaching nothing) once settled, and the previous attachment with its key.
-    @usableFromInline package final func replaceAttachment(
-        with new: any PromiseAttachment, key: UInt32
-    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32) {
-        lock()
-        guard !isSettled else {
-            unlock()
-            return (false, nil, 0)
-        }
-        let previous = attachment
-        let previousKey = attachmentKey
-        attachment = new
-        attachmentKey = key
-        unlock()
-        return (true, previous, previousKey)
-    }
-
-    /// Whether a step's body may start: not once the step has settled (rejected by a
-    /// cancellation), nor when its attachment forbids it (its chain was cancelled before the
-    /// step could be rejected). Takes the lock once; asks the attachment after releasing it.
-    @inline(__always) @usableFromInline final var bodyStart: BodyStart {
-        lock()
-        guard !isSettled else {
-            unlock()
-            return .settled
-        }
-        let attached = attachment
-        let key = attachmentKey
-        unlock()
-        if let attached, let error = attached.errorBeforeBody(key: key) { return .reject(error) }
-        return .start
-    }
-
-    /// Sets the attachment of a step that no other thread can see yet (before it is added to
-    /// its source as a handler), so that it governs the step's body from the start; `key` is
-    /// what the attachment knows the step by.
-    @inlinable final func initializeAttachment(_ attachment: any PromiseAttachment, key: UInt32) {
-        setAttachmentUnshared(attachment, key: key)
-    }
-
-    @usableFromInline final func setAttachmentUnshared(_ new: any PromiseAttachment, key: UInt32) {
-        attachment = new
-        attachmentKey = key
-    }
-
-    /// Takes this promise's lock, for state a wrapper keeps beside the promise (the context
-    /// `CancellablePromiseKit` makes on first use for a promise made settled); release it with
-    /// `_unlockForWrapper()`. Take no other lock, and do not touch this promise, meanwhile.
-    @usableFromInline package final func _lockForWrapper() { lock() }
-
-    /// Releases the lock taken by `_lockForWrapper()`.
-    @usableFromInline package final func _unlockForWrapper() { unlock() }
-
-    /// `true` while pending; takes the lock (use it where a step must not start once settled).
-    @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
-        lock()
-        let pending = !isSettled
-        unlock()
-        return pending
-    }
-
     // MARK: Thenable
 
     /// Calls `to` with the result once the promise settles: synchronously on the resolving
@@ -609,27 +523,3 @@ import Foundation
 #else
 @inline(__always) var isMainThread: Bool { false }
 #endif
-
-// MARK: - A task attached through public API
-
-extension Promise {
-    /// Attaches `cancellation` (or, with `nil`, removes an attached task) like
-    /// `attachCancellation(_:)`, but only while the promise is pending and not governed by
-    /// anything other than a producer's task: a promise of a cancellable chain keeps its place
-    /// in the chain. Returns whether it changed anything. For `CancellablePromiseKit`'s public
-    /// `setCancellable(_:reject:)`, which may be called on any promise.
-    @discardableResult
-    package final func attachCancellationIfUnowned(_ cancellation: PromiseCancellation?) -> Bool {
-        lock()
-        guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
-            unlock()
-            return false
-        }
-        let previous = attachment
-        attachment = cancellation
-        unlock()
-        // Released outside the lock: the previous task's closure may capture anything.
-        withExtendedLifetime(previous) {}
-        return true
-    }
-}
