@@ -1,13 +1,5 @@
 import PromiseCore
 
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 // Links: what cancelling a step reaches besides its own promise (another chain, a producer's
 // task), and how links are released without recursing.
 
@@ -40,28 +32,9 @@ enum LinkRelease {
         var isReleasing = false
     }
 
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let status = pthread_key_create(&key) { pointer in
-            #if canImport(Darwin)
-            Unmanaged<Queue>.fromOpaque(pointer).release()
-            #else
-            if let pointer { Unmanaged<Queue>.fromOpaque(pointer).release() }
-            #endif
-        }
-        precondition(status == 0, "LinkRelease: pthread_key_create failed (\(status))")
-        return key
-    }()
-
-    /// This thread's queue (created on first use, released when the thread exits).
-    private static var queue: Queue {
-        if let pointer = pthread_getspecific(key) {
-            return Unmanaged<Queue>.fromOpaque(pointer).takeUnretainedValue()
-        }
-        let queue = Queue()
-        pthread_setspecific(key, Unmanaged.passRetained(queue).toOpaque())
-        return queue
-    }
+    /// This thread's queue (made on first use, released when the thread exits).
+    private static let queues = PerThread("LinkRelease") { Queue() }
+    private static var queue: Queue { queues.value }
 
     /// Releases `links` (moved out: the caller keeps no reference that could be the last one).
     static func release(_ links: inout [CancelLink]) {

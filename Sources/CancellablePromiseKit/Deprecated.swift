@@ -95,18 +95,23 @@ extension Guarantee {
     }
 }
 
-/// CancelForPromiseKit's cancellable timer: `after(seconds:).cancellize()`, fulfilled on a
-/// global queue (cancelling stops the timer and rejects the promise).
+/// CancelForPromiseKit's cancellable timer: `after(seconds:scheduler:).cancellize()`, fulfilled
+/// where `scheduler` runs its work (a global queue by default); cancelling stops the timer and
+/// rejects the promise.
 @available(*, deprecated, message: "use after(seconds:).cancellize()")
-public func cancellableAfter(seconds: TimeInterval) -> CancellablePromise<Void> {
-    after(seconds: seconds).cancellize()
+public func cancellableAfter(
+    seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
+) -> CancellablePromise<Void> {
+    after(seconds: seconds, scheduler: scheduler).cancellize()
 }
 
-/// CancelForPromiseKit's cancellable timer: `after(_:).cancellize()` (cancelling stops the
-/// timer and rejects the promise).
+/// CancelForPromiseKit's cancellable timer: `after(_:scheduler:).cancellize()` (cancelling
+/// stops the timer and rejects the promise).
 @available(*, deprecated, message: "use after(_:).cancellize()")
-public func cancellableAfter(_ interval: DispatchTimeInterval) -> CancellablePromise<Void> {
-    after(interval).cancellize()
+public func cancellableAfter(
+    _ interval: DispatchTimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
+) -> CancellablePromise<Void> {
+    after(interval, scheduler: scheduler).cancellize()
 }
 
 // MARK: - The delegate promise and the cancel bookkeeping
@@ -298,16 +303,19 @@ public func ~= (pattern: PromiseTimeoutError, value: any Error) -> Bool {
 }
 
 /// PromiseKit 7's stand-alone timer that rejects: a promise rejected with
-/// ``PromiseTimeoutError`` after `seconds`, on a global queue; it never fulfils.
+/// ``PromiseTimeoutError`` after `seconds` of `scheduler`'s time (the wall clock and a global
+/// queue by default); it never fulfils.
 ///
 /// PromiseKit 7 code races it against work, `race(work, timeout(seconds: 5))`; here
 /// `work.timeout(seconds: 5)` does that with the work's type, and on a cancellable chain it also
 /// cancels the work. The timer is attached to the promise: `timeout(seconds:).cancellize()`
 /// stops it when cancelled (and rejects with the cancellation error instead).
 @available(*, deprecated, message: "use promise.timeout(seconds:), which keeps the promise's type and cancels its task")
-public func timeout(seconds: TimeInterval) -> Promise<Void> {
+public func timeout(
+    seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
+) -> Promise<Void> {
     let (promise, resolver) = Promise<Void>.pending()
-    let timer = DispatchScheduler.global.scheduleTimer(seconds: seconds) {
+    let timer = scheduler.scheduleTimer(seconds: seconds) {
         resolver.reject(PromiseTimeoutError(seconds: seconds))
     }
     promise.attachCancellation(PromiseCancellation { timer.cancel() })

@@ -380,8 +380,14 @@ struct MemberTable {
             if case .listed = state(index) {
                 listedCount -= 1
                 if waitsBehindObserver(index) == true {
-                    // Settles when the observer ahead of it passes the cancellation on.
-                    actions.release(take(index))
+                    // Settles when the observer ahead of it passes the cancellation on; what it
+                    // is linked to (a task tied with `appendCancellable`) is cancelled now.
+                    var taken = take(index)
+                    if let link = taken.link {
+                        taken.link = nil
+                        actions.follow(link, error: error)
+                    }
+                    actions.release(taken)
                     withSlot(index) { $0.state = .detached }
                 } else {
                     reject(index, home: home, with: error, into: &actions)

@@ -202,22 +202,15 @@ extension CancellablePromise {
     /// ```
     public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
         guard cancellable != nil || reject != nil else { return }
-        // No resolver: an abandoned chain frees the gate without a "pending promise" log.
-        let gate = Promise<Void>.makePending()
-        // Read when the closure runs: the chain's error is recorded before cancel closures run.
-        let cancel = { [weak storage = cancelContext.storage] in
+        let storage = cancelContext.storage
+        // Read when the closure runs: the chain's error is recorded before links are followed.
+        let cancel = { [weak storage] in
             cancellable?.cancel()
             reject?(storage?.cancelledError ?? CancellablePromiseError.cancelled)
         }
-        let storage = cancelContext.storage
-        _ = CancellablePromise<Void>(member: gate, context: cancelContext, cancel: cancel)
-        promise.pipe { [weak storage] _ in
-            // A cancellation of the chain rejects the gate itself and calls `cancel`: this
-            // promise, rejected by that very cancellation, must not settle the gate first (the
-            // cancellation may not have reached the gate yet; asking for its error waits for it).
-            if let storage, storage.cancelledError != nil { return }
-            gate.resolve(.fulfilled(()))
-        }
+        // A link of this promise's own member: followed when the member is cancelled (at once
+        // if the chain was cancelled already), released when it settles or is abandoned.
+        storage.link(_key, .task(cancel), whileBodyRuns: false)
     }
 
     /// Joins the chain of `other` to this promise's chain: from now on, cancelling either

@@ -1,13 +1,5 @@
 import PromiseCore
 
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// Completes derived tokens iteratively. A link's body completes the derived token, whose own
 /// links complete the tokens derived from it, and so on: a chain of 100,000 tokens each mapped
 /// from the one before would otherwise recurse once per token and overflow the stack. While a
@@ -29,28 +21,9 @@ enum TokenCompletions {
         var isDraining = false
     }
 
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let status = pthread_key_create(&key) { pointer in
-            #if canImport(Darwin)
-            Unmanaged<Queue>.fromOpaque(pointer).release()
-            #else
-            if let pointer { Unmanaged<Queue>.fromOpaque(pointer).release() }
-            #endif
-        }
-        precondition(status == 0, "TokenCompletions: pthread_key_create failed (\(status))")
-        return key
-    }()
-
-    /// This thread's queue (created on first use, released when the thread exits).
-    private static var queue: Queue {
-        if let pointer = pthread_getspecific(key) {
-            return Unmanaged<Queue>.fromOpaque(pointer).takeUnretainedValue()
-        }
-        let queue = Queue()
-        pthread_setspecific(key, Unmanaged.passRetained(queue).toOpaque())
-        return queue
-    }
+    /// This thread's queue (made on first use, released when the thread exits).
+    private static let queues = PerThread("TokenCompletions") { Queue() }
+    private static var queue: Queue { queues.value }
 
     /// Performs `actions` (a completion) now, with the completions it causes, or queues them if
     /// a link body is running on this thread (the loop of the completion that ran that body

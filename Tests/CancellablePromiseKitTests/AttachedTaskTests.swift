@@ -272,6 +272,17 @@ final class AttachedTaskTests: XCTestCase {
         XCTAssertEqual(task.cancelCount, 1)
     }
 
+    func testAppendCancellableOnAStepWaitingBehindAnObserverIsCancelledWithTheChain() {
+        let task = TokenCancellableSpy()
+        let (promise, _) = CancellablePromise<Int>.pending()
+        let behind = promise.ensure(on: DispatchQueue.global()) {}.map(on: nil) { $0 }
+        behind.appendCancellable(task, reject: nil)
+        promise.cancel()
+        XCTAssertEqual(task.cancelCount, 1, "cancelled when cancel() returns, before the observer ran")
+        XCTAssertEqual(waitForError(behind) as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(task.cancelCount, 1)
+    }
+
     func testAppendCancelContextJoinsTheChains() {
         let (first, _) = CancellablePromise<Int>.pending()
         let (second, _) = CancellablePromise<String>.pending()

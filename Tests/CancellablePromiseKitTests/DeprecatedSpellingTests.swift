@@ -94,12 +94,14 @@ final class DeprecatedSpellingTests: XCTestCase {
 
     @available(*, deprecated)
     func testCancellableAfterSecondsStopsTheTimer() {
+        let scheduler = TestScheduler()
         let fired = Flag()
-        let timer = cancellableAfter(seconds: 0.1)
+        let timer = cancellableAfter(seconds: 0.1, scheduler: scheduler)
         timer.done(on: nil) { fired.raise() }.cauterize()
         timer.cancel()
         XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
-        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer is unscheduled")
+        scheduler.advance(by: 1)
         XCTAssertFalse(fired.value)
     }
 
@@ -251,11 +253,13 @@ final class DeprecatedSpellingTests: XCTestCase {
 
     @available(*, deprecated)
     func testCancellingTheGlobalTimeoutStopsItsTimer() {
-        let timer = timeout(seconds: 0.1)
+        let scheduler = TestScheduler()
+        let timer = timeout(seconds: 0.1, scheduler: scheduler)
         let cancellable = timer.cancellize()
         cancellable.cancel()
         XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
-        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer is unscheduled")
+        scheduler.advance(by: 1)
         XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
     }
 }
