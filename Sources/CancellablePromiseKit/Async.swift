@@ -58,12 +58,12 @@ extension CancellablePromise {
         // deallocated" check has nothing to catch, and the task holds the promise directly (one
         // allocation less). Inlinable, so that the caller's specialization takes `Promise<T>`'s
         // metadata from a static cache instead of a run-time lookup (about 1,000 instructions).
-        let promise = Promise<T>.makePending()
+        let promise = Promise<T>._makePending()
         let task = Task(priority: priority) {
             do {
-                promise.fulfillAndDrain(try await operation())
+                promise._fulfillAndDrain(try await operation())
             } catch {
-                promise.rejectAndDrain(error)
+                promise._rejectAndDrain(error)
             }
         }
         self.init(member: promise, context: CancelContext(), cancel: { task.cancel() })

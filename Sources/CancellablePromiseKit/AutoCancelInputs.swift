@@ -43,7 +43,7 @@ extension CancellablePromise {
 @usableFromInline final class AutoCancelInputs: @unchecked Sendable {
     // @unchecked: `inputs` is only touched with the lock held.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
+    private var lockWord = LockWord()
     /// Guarded by the lock; `nil` once taken.
     @exclusivity(unchecked) private var inputs: [CancelInput]?
 

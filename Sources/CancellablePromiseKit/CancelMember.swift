@@ -47,8 +47,8 @@ struct _CancelMember {
     /// `link(_:)` for another returned promise: the task its producer attached, if any.
     @usableFromInline
     func link(taskOf promise: any CancelTarget, whileBodyRuns: Bool) {
-        if let task = promise.attachedCancellation {
-            storage.link(key, .task(task.cancel), whileBodyRuns: whileBodyRuns)
+        if let task = promise._attachedCancellation {
+            storage.link(key, .task(task._cancel), whileBodyRuns: whileBodyRuns)
         }
     }
 

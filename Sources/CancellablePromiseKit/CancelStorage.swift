@@ -49,7 +49,7 @@ import PromiseCore
 final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     // @unchecked: `state` is only touched with the lock held, `members` with the root's.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
+    private var lockWord = LockWord()
     /// Guarded by this storage's own lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state = CancelState()
     /// This storage's members, guarded by its root's lock: its own while it is a root, the lock

@@ -59,7 +59,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         step { member in
-            promise.then(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._then(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
                 value -> CancellablePromise<U> in
                 let next = try body(value)
                 member.link(next)
@@ -78,7 +78,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
         step { member in
-            promise.then(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
+            promise._then(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
                 let next = try body(value)
                 member.link(next)
                 return next
@@ -94,7 +94,8 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        step { member in promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
+        step { member in
+            promise._map(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
         }
     }
 
@@ -105,7 +106,7 @@ extension CancellablePromise {
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
         step { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
             ) { result in
                 switch result {
@@ -124,7 +125,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { member in promise.map(on: on, flags: flags, attachment: member.storage, key: member.key.index, body) }
+        step { member in promise._map(on: on, flags: flags, attachment: member.storage, key: member.key.index, body) }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -134,7 +135,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
         step { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
             ) { result in
                 if case .fulfilled(let value) = result { try body(value) }
@@ -152,7 +153,7 @@ extension CancellablePromise {
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
         observer { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 body(result)
@@ -178,7 +179,7 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) -> Void
     ) -> CancellableFinalizer {
-        CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body).promise, context: cancelContext)
+        CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body)._promise, context: cancelContext)
     }
 
     /// Recovers from a rejection with the thenable `body` returns (while this chain waits on a
@@ -192,10 +193,10 @@ extension CancellablePromise {
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         step { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
             ) { result in
-                guard case .rejected(let error) = result, policy.catches(error) else {
+                guard case .rejected(let error) = result, policy._catches(error) else {
                     return .result(result)
                 }
                 let next = try body(error)
@@ -222,7 +223,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
         observer { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 body()
@@ -239,11 +240,13 @@ extension CancellablePromise {
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
         observer { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 .settleAs(
-                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(member.passOn(result)) }
+                    body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
+                        .result(member.passOn(result))
+                    }
                 )
             }
         }
@@ -258,11 +261,13 @@ extension CancellablePromise {
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
         observer { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 .settleAs(
-                    body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(member.passOn(result)) }
+                    body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
+                        .result(member.passOn(result))
+                    }
                 )
             }
         }
@@ -284,7 +289,7 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
         step { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.index
             ) { result in
                 if case .rejected(let error) = result { body(error) }
@@ -301,10 +306,10 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
         step { member in
-            promise.generalStep(
+            promise._generalStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
             ) { result in
-                guard case .rejected(let error) = result, policy.catches(error) else {
+                guard case .rejected(let error) = result, policy._catches(error) else {
                     return .result(result)
                 }
                 try body(error)
@@ -333,7 +338,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
-        CancellablePromise<T>(member: asPromise().mirror(), context: CancelContext(), cancel: nil)
+        CancellablePromise<T>(member: asPromise()._mirror(), context: CancelContext(), cancel: nil)
             .then(on: on, flags: flags, body)
     }
 }

@@ -131,7 +131,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// `promise` with an error of its own.
     @inlinable
     public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
-        self.init(member: promise.mirror(), context: CancelContext(), cancel: cancel)
+        self.init(member: promise._mirror(), context: CancelContext(), cancel: cancel)
     }
 
     /// Builds a cancellable task out of other promises. `body` runs at once with
@@ -158,7 +158,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         do {
             let returned = try body(cancelPromise)
             inner = returned as? CancellablePromise<T>
-            output = returned.asPromise().mirror()
+            output = returned.asPromise()._mirror()
         } catch {
             output = Promise(error: error)
         }
@@ -184,20 +184,20 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
         if let chain = bridge as? CancellablePromise<T> {
             if let cancelContext, cancelContext !== chain.cancelContext { cancelContext.join(chain.cancelContext) }
-            self.init(member: chain.promise.mirror(), context: chain.cancelContext, upstream: chain._key, cancel: nil)
+            self.init(member: chain.promise._mirror(), context: chain.cancelContext, upstream: chain._key, cancel: nil)
             return
         }
         let context = cancelContext ?? CancelContext()
         if let guarantee = bridge as? Guarantee<T> {
-            let task = guarantee.promise.attachedCancellation
-            self.init(member: guarantee.promise.mirror(), context: context, cancel: task?.cancel)
+            let task = guarantee.asPromise()._attachedCancellation
+            self.init(member: guarantee.asPromise()._mirror(), context: context, cancel: task?._cancel)
             return
         }
         let source = bridge.asPromise()
-        if let task = source.attachedCancellation {
-            self.init(member: source, context: context, cancel: task.cancel)
+        if let task = source._attachedCancellation {
+            self.init(member: source, context: context, cancel: task._cancel)
         } else {
-            self.init(member: source.mirror(), context: context, cancel: nil)
+            self.init(member: source._mirror(), context: context, cancel: nil)
         }
     }
 

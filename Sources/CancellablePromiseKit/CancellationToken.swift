@@ -68,7 +68,7 @@ import PromiseCore
 public final class CancellationToken: @unchecked Sendable {
     // @unchecked: `state` is guarded by the inline lock word below.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
+    private var lockWord = LockWord()
     /// Guarded by the lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state: TokenState
 

@@ -118,7 +118,7 @@ extension Guarantee {
     /// `init(cancellable:resolver:)`), replacing a task attached before; `nil` removes it.
     /// Does nothing once the guarantee has resolved.
     public func setCancellable(_ cancellable: (any Cancellable)?) {
-        promise.attachCancellationIfUnowned(AttachedTask.attachment(cancellable, reject: nil))
+        asPromise().attachCancellationIfUnowned(AttachedTask.attachment(cancellable, reject: nil))
     }
 }
 
@@ -163,7 +163,7 @@ extension CancellablePromise {
             cancellable?.cancel()
             resolver.reject(CancellablePromiseError.cancelled)
         }
-        self.init(member: promise.mirror(), context: CancelContext(), cancel: cancel)
+        self.init(member: promise._mirror(), context: CancelContext(), cancel: cancel)
     }
 
     /// A cancellable promise rejected with `error`. It has settled, so `cancellable` is never

@@ -67,7 +67,7 @@ func race<T>(
     }
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
     let cores = promises.mapThroughBuffer { $0.promise }
-    let winner = PromiseCore.race(reportingWinner: cores, fulfilledOnly: fulfilledOnly) { settled in
+    let winner = PromiseCore._race(reportingWinner: cores, fulfilledOnly: fulfilledOnly) { settled in
         inputs.cancelLosers(winner: settled)
     }
     return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)

@@ -143,8 +143,8 @@ private func stopFunction<R: Thenable>(of attempt: R) -> (() -> Void)? {
     }
     // A guarantee cannot reject: stopping its task would leave it pending for good.
     if attempt is Guarantee<R.T> { return nil }
-    guard let task = attempt.asPromise().attachedCancellation else { return nil }
-    return { task.cancel() }
+    guard let task = attempt.asPromise()._attachedCancellation else { return nil }
+    return { task._cancel() }
 }
 
 /// The cancel side of a retry: what the result's cancel function holds. When the result can no

@@ -80,12 +80,12 @@ extension Thenable {
         seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> Promise<T> {
         let source = asPromise()
-        let output = Promise<T>.makePending()
+        let output = Promise<T>._makePending()
         let timer = scheduler.scheduleTimer(seconds: seconds) {
             output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
         }
-        if let task = source.attachedCancellation {
-            output.attachCancellation(PromiseCancellation { task.cancel() })
+        if let task = source._attachedCancellation {
+            output.attachCancellation(PromiseCancellation { task._cancel() })
         }
         source.pipe { result in
             timer.cancel()
@@ -131,7 +131,7 @@ extension CancellablePromise {
         seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> CancellablePromise<T> {
         let source = cancelContext
-        let output = Promise<T>.makePending()
+        let output = Promise<T>._makePending()
         let timer = scheduler.scheduleTimer(seconds: seconds) {
             let error = PromiseTimeoutError(seconds: seconds)
             source.cancel(with: error)

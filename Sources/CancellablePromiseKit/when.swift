@@ -192,7 +192,7 @@ func when<T, R>(
             member: finish(PromiseCore.when(fulfilled: promises)), context: CancelContext(), cancel: nil)
     }
     let inputs = AutoCancelInputs(inputs())
-    let all = when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
+    let all = _when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
     return CancellablePromise(member: finish(all), context: CancelContext(), cancel: inputs.cancelAll)
 }
 
@@ -215,7 +215,7 @@ public func when<T>(
 {
     let all = when(resolved: promises.mapThroughBuffer { $0.promise })
     let inputs = autoCancel ? AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput }) : nil
-    return CancellablePromise(member: all.promise, context: CancelContext(), cancel: inputs?.cancelAll)
+    return CancellablePromise(member: all.asPromise(), context: CancelContext(), cancel: inputs?.cancelAll)
 }
 
 /// Variadic form of ``when(resolved:autoCancel:)``.
@@ -369,8 +369,8 @@ private func watch<T>(
 ) -> Promise<T> {
     // Settled already: `promise` wins over a rejected condition, unless its value must still
     // be delivered.
-    if !watched.isPending, !(ensured && watched.isFulfilled) { return watched.mirror() }
-    let output = Promise<T>.makePending()
+    if !watched.isPending, !(ensured && watched.isFulfilled) { return watched._mirror() }
+    let output = Promise<T>._makePending()
     // Set, with `isEnsured`, once the value has arrived and waits for its delivery.
     let valueArrived = ensured ? Locked(false) : nil
     if let valueArrived, watched.isFulfilled { valueArrived.withLock { $0 = true } }
@@ -385,7 +385,7 @@ private func watch<T>(
         return .none
     }
     let deliveryQueue = ensured ? conf.Q.map : nil
-    let link = ClosureHandler<T> { result in
+    watched.addSettleHandler { result in
         guard let valueArrived, case .fulfilled(let value) = result else {
             let released = output.settle(result)
             registration.remove()
@@ -403,7 +403,6 @@ private func watch<T>(
         }
         return .none
     }
-    watched.addHandlerAndDrain(link)
     return output
 }
 

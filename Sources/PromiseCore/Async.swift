@@ -69,7 +69,7 @@ final class ResumeOnce<T>: Sendable {
     }
     private let state = Locked(State.waiting)
 
-    package init() {}
+    init() {}
 
     func install(_ continuation: UnsafeContinuation<T, Error>) {
         let early: Result<T>? = state.withLock { state in
@@ -90,7 +90,7 @@ final class ResumeOnce<T>: Sendable {
         }
     }
 
-    package func resume(with result: Result<T>) {
+    func resume(with result: Result<T>) {
         let continuation: UnsafeContinuation<T, Error>? = state.withLock { state in
             switch state {
             case .waiting:

@@ -14,7 +14,7 @@
 
     /// The task attached by the promise's producer, while it is pending (see
     /// `Promise.attachCancellation(_:)`).
-    var attachedCancellation: PromiseCancellation? { get }
+    var _attachedCancellation: PromiseCancellation? { get }
 
     /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:key:)`).
     func replaceAttachment(

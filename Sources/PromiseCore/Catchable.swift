@@ -18,8 +18,8 @@ extension CatchMixin {
         _ body: @escaping (Error) -> Void
     ) -> PMKFinalizer {
         PMKFinalizer(
-            asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy), isObserver: true) { result in
-                if case .rejected(let error) = result, policy.catches(error) {
+            asPromise()._generalStep(on: on, flags: flags, hop: .rejected(policy), isObserver: true) { result in
+                if case .rejected(let error) = result, policy._catches(error) {
                     body(error)
                 }
                 return .result(.fulfilled(()))
@@ -35,8 +35,8 @@ extension CatchMixin {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> U
     ) -> Promise<T> where U.T == T {
-        asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
-            guard case .rejected(let error) = result, policy.catches(error) else {
+        asPromise()._generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
+            guard case .rejected(let error) = result, policy._catches(error) else {
                 return .result(result)
             }
             return .settleAs(try body(error).asPromise())
@@ -52,7 +52,7 @@ extension CatchMixin {
         _ body: @escaping (Error) -> Guarantee<T>
     ) -> Guarantee<T> {
         Guarantee(
-            promise: asPromise().generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
+            promise: asPromise()._generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
                 guard case .rejected(let error) = result else { return .result(result) }
                 return .settleAs(body(error).promise)
             })
@@ -65,7 +65,7 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> Promise<T> {
-        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
+        asPromise()._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body()
             return .result(result)
         }
@@ -77,8 +77,8 @@ extension CatchMixin {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> Promise<T> {
-        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
-            .settleAs(body().promise.generalStep(on: nil, flags: nil, hop: .never) { _ in .result(result) })
+        asPromise()._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
+            .settleAs(body().promise._generalStep(on: nil, flags: nil, hop: .never) { _ in .result(result) })
         }
     }
 
@@ -99,7 +99,7 @@ extension CatchMixin where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> Guarantee<Void> {
         Guarantee(
-            promise: asPromise().generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
+            promise: asPromise()._generalStep(on: on, flags: flags, hop: .rejected(.allErrors)) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
             })
@@ -112,8 +112,8 @@ extension CatchMixin where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> Promise<Void> {
-        asPromise().generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
-            guard case .rejected(let error) = result, policy.catches(error) else {
+        asPromise()._generalStep(on: on, flags: flags, hop: .rejected(policy)) { result in
+            guard case .rejected(let error) = result, policy._catches(error) else {
                 return .result(result)
             }
             try body(error)
@@ -125,17 +125,17 @@ extension CatchMixin where T == Void {
 /// The end of a chain, returned by `catch` and `cauterize`.
 public class PMKFinalizer: @unchecked Sendable {
     // @unchecked: a class that is not final cannot be checked; it holds only a `let` promise.
-    @usableFromInline package let promise: Promise<Void>
+    @usableFromInline package let _promise: Promise<Void>
 
     @usableFromInline package init(_ promise: Promise<Void>) {
-        self.promise = promise
+        self._promise = promise
     }
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
     @inlinable public func finally(
         on: DispatchQueue? = conf.Q.return, flags: DispatchWorkItemFlags? = nil, _ body: @escaping () -> Void
     ) {
-        _ = promise.generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in
+        _ = _promise._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in
             body()
             return .result(.fulfilled(()))
         }

@@ -7,7 +7,7 @@ import Dispatch
 /// (`asCancellable()`) rejects itself while the guarantee stays pending.
 public final class Guarantee<T>: Thenable, Sendable {
     /// The promise holding the state; never rejected.
-    @usableFromInline package let promise: Promise<T>
+    @usableFromInline let promise: Promise<T>
 
     @usableFromInline package init(promise: Promise<T>) {
         self.promise = promise

@@ -13,7 +13,7 @@
 // a lock is held. Releasing a pending chain is iterative too (`teardown`).
 
 /// An object waiting for a promise to settle.
-@usableFromInline package protocol PromiseHandler: AnyObject {
+@usableFromInline protocol PromiseHandler: AnyObject {
     /// Called once per time this handler was added to `source`, after `source` has settled (an
     /// aggregate is added to each of its inputs, and is called once per input).
     /// Returns the handlers released by whatever promise this handler settled in turn.
@@ -29,11 +29,11 @@
 }
 
 extension PromiseHandler {
-    @usableFromInline package static func popForTeardown(_ stack: inout [any PromiseHandler]) {
+    @usableFromInline static func popForTeardown(_ stack: inout [any PromiseHandler]) {
         stack.removeLast()
     }
 
-    @usableFromInline package static var isPromiseStep: Bool { false }
+    @usableFromInline static var isPromiseStep: Bool { false }
 }
 
 // MARK: - The list of a pending promise
@@ -41,15 +41,15 @@ extension PromiseHandler {
 /// The handlers waiting for one promise. The first is stored inline: a promise with a single
 /// handler allocates no array. Only touched under the lock of the promise holding it.
 @usableFromInline package struct Handlers {
-    package var first: (any PromiseHandler)?
-    package var rest: [any PromiseHandler]?
+    var first: (any PromiseHandler)?
+    var rest: [any PromiseHandler]?
 
-    @inline(__always) package init() {}
+    @inline(__always) init() {}
 
-    @inline(__always) package var isEmpty: Bool { first == nil }
+    @inline(__always) var isEmpty: Bool { first == nil }
 
     @inline(__always)
-    package mutating func append(_ handler: any PromiseHandler) {
+    mutating func append(_ handler: any PromiseHandler) {
         if first == nil {
             first = handler
         } else if rest == nil {
@@ -66,14 +66,14 @@ extension PromiseHandler {
     }
 
     /// Visits every handler in the order they were added.
-    package func forEach(_ body: (any PromiseHandler) -> Void) {
+    func forEach(_ body: (any PromiseHandler) -> Void) {
         guard let first else { return }
         body(first)
         rest?.forEach(body)
     }
 
     /// Appends every handler to `stack` and empties the list.
-    package mutating func moveAll(to stack: inout [any PromiseHandler]) {
+    mutating func moveAll(to stack: inout [any PromiseHandler]) {
         if let first { stack.append(first) }
         if let rest { stack.append(contentsOf: rest) }
         self = Handlers()
@@ -93,7 +93,7 @@ extension PromiseHandler {
 
     /// How many handlers the list stores, removed registrations included, and the capacity
     /// of its array; used by tests to check that storage stays bounded.
-    package var storage: (stored: Int, capacity: Int) {
+    var storage: (stored: Int, capacity: Int) {
         guard first != nil else { return (0, 0) }
         return (1 + (rest?.count ?? 0), 1 + (rest?.capacity ?? 0))
     }
@@ -104,7 +104,7 @@ extension PromiseHandler {
     /// which makes appending O(1) amortised. Only under the lock of the promise holding the list;
     /// the dropped registrations go to `releasedAfterUnlock`, for the caller to release once
     /// that lock is unlocked.
-    package mutating func append(
+    mutating func append(
         removable registration: PromiseRegistration, releasedAfterUnlock: inout [AnyObject]
     ) {
         let isFull = rest.map { $0.count == $0.capacity } ?? false
@@ -294,15 +294,15 @@ func teardown(_ handlers: inout Handlers) {
 // MARK: - Handlers that are not steps
 
 /// A handler that calls a closure; used by `pipe(to:)` and by less frequent operators.
-package final class ClosureHandler<T>: PromiseHandler, @unchecked Sendable {
+final class ClosureHandler<T>: PromiseHandler, @unchecked Sendable {
     // @unchecked: added on one thread, run once on the settling thread (ordered by the promise's lock).
     private var body: ((Result<T>) -> ReleasedHandlers)?
 
-    package init(_ body: @escaping (Result<T>) -> ReleasedHandlers) {
+    init(_ body: @escaping (Result<T>) -> ReleasedHandlers) {
         self.body = body
     }
 
-    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
         let result = unsafeDowncast(source, to: Promise<T>.self).settledResult
         let body = self.body
         self.body = nil
@@ -353,7 +353,7 @@ package final class PromiseRegistration: PromiseHandler, @unchecked Sendable {
         return owner
     }
 
-    package func handle(settled source: AnyObject) -> ReleasedHandlers {
+    func handle(settled source: AnyObject) -> ReleasedHandlers {
         let lock = lockWordPointer(source)
         lockWordLock(lock)
         let action = self.action

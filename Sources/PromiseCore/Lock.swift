@@ -25,6 +25,7 @@ import Musl
 // the futex lock's uncontended paths are one inlined atomic instruction each (`pending()` +
 // fulfil and a `map` link take two and three lock pairs). Elsewhere it is a `pthread_mutex_t`.
 
+// `LockWord()` is unlocked: all platforms' static initialisers are zero bits.
 #if canImport(Darwin)
 /// The platform lock stored inline in promise objects.
 package typealias LockWord = os_unfair_lock
@@ -36,9 +37,9 @@ package typealias LockWord = UInt32
 package typealias LockWord = pthread_mutex_t
 #endif
 
-/// Creates an unlocked lock word (all platforms' static initialisers are zero bits).
+/// Creates an unlocked lock word.
 @inline(__always)
-package func makeLockWord() -> LockWord {
+func makeLockWord() -> LockWord {
     LockWord()
 }
 
@@ -128,7 +129,7 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset.
-    package func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
         withUnsafeMutablePointer(to: &word) { UnsafeMutableRawPointer($0) }
     }
 }

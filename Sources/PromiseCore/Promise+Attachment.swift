@@ -12,7 +12,7 @@ import Dispatch
 // - Before a step's body starts (not an observer's), the step asks its attachment whether the
 //   body may run (`bodyStart`): a cancelled chain's bodies never start.
 // - `race` and `when` can report the input that settled them (`race(reportingWinner:)`,
-//   `when(fulfilledReportingRejection:)`, in race.swift and when.swift), so that `autoCancel`
+//   `_when(fulfilledReportingRejection:)`, in race.swift and when.swift), so that `autoCancel`
 //   cancels exactly the losers.
 // - `rejectForCancel` (CancelTarget.swift) settles a promise under its chain's lock and hands
 //   back the handlers it released, run by the chain after unlocking.
@@ -33,7 +33,7 @@ extension Promise {
     }
 
     /// The task attached by this promise's producer, while it is pending.
-    @usableFromInline package final var attachedCancellation: PromiseCancellation? {
+    @usableFromInline package final var _attachedCancellation: PromiseCancellation? {
         lock()
         let a = attachment
         unlock()

@@ -111,7 +111,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// Returns a pending promise, without a resolver (the caller settles it with `resolve`).
-    @inlinable package static func makePending() -> Promise<T> {
+    @inlinable package static func _makePending() -> Promise<T> {
         Promise(pending: ())
     }
 
@@ -170,7 +170,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// The addresses of the stored lock word and value buffer as Swift sees them; used by tests
     /// to check the offsets.
-    package final func _storedFieldAddresses() -> (
+    final func _storedFieldAddresses() -> (
         lockWord: UnsafeMutableRawPointer, valueBuffer: UnsafeMutableRawPointer
     ) {
         (
@@ -180,7 +180,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// The address `valuePointer` uses for `valueBuffer`; used by tests.
-    package final func _valueBufferAddress() -> UnsafeMutableRawPointer { valueBufferPointer }
+    final func _valueBufferAddress() -> UnsafeMutableRawPointer { valueBufferPointer }
 
     /// Destroys the value stored by `initializeValue`.
     private final func destroyValue() {
@@ -302,7 +302,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Settles as `source`, a promise known to be settled (see `settledResult`).
     @inline(__always)
-    package final func settle(as source: Promise<T>) -> ReleasedHandlers {
+    final func settle(as source: Promise<T>) -> ReleasedHandlers {
         if let error = source.storedError { return settle(rejected: error) }
         return settle(fulfilled: source.valuePointer.pointee)
     }
@@ -356,7 +356,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Adds `handler`, or, if the promise has settled already, runs it at once and drains what
     /// it releases. The common case, a pending promise, leaves nothing to drain or destroy.
     @usableFromInline
-    package final func addHandlerAndDrain(_ handler: any PromiseHandler) {
+    final func addHandlerAndDrain(_ handler: any PromiseHandler) {
         if !addHandlerIfPending(handler) { drain(consuming: handler.handle(settled: self)) }
     }
 
@@ -366,12 +366,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     // `@inline(never)` keeps cross-module optimization from inlining them again.
 
     /// `drain(settle(fulfilled: value))`.
-    @inline(never) @usableFromInline package final func fulfillAndDrain(_ value: T) {
+    @inline(never) @usableFromInline package final func _fulfillAndDrain(_ value: T) {
         drain(consuming: settle(fulfilled: value))
     }
 
     /// `drain(settle(rejected: error))`.
-    @inline(never) @usableFromInline package final func rejectAndDrain(_ error: any Error) {
+    @inline(never) @usableFromInline package final func _rejectAndDrain(_ error: any Error) {
         drain(consuming: settle(rejected: error))
     }
 
@@ -409,8 +409,16 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return registration
     }
 
+    /// Calls `body` with the result once this promise settles, synchronously on the settling
+    /// thread, or at once on this thread if it has settled already. Unlike `pipe(to:)`, `body`
+    /// returns what it settled in turn, and the loop that settled this promise runs it (see
+    /// `drain`): a chain of such handlers uses constant stack.
+    package final func addSettleHandler(_ body: @escaping (Result<T>) -> ReleasedHandlers) {
+        addHandlerAndDrain(ClosureHandler<T>(body))
+    }
+
     /// The number of handlers waiting for this promise, or `nil` once it has settled.
-    package final var waitingHandlerCount: Int? {
+    final var waitingHandlerCount: Int? {
         var releasedAfterUnlock: [AnyObject] = []
         lock()
         let count = isSettled ? nil : handlers.waitingCount(releasedAfterUnlock: &releasedAfterUnlock)
@@ -421,7 +429,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// How many handlers this pending promise stores (removed registrations not yet dropped
     /// included) and the capacity of their storage; used by tests.
-    package final var handlerStorage: (stored: Int, capacity: Int) {
+    final var handlerStorage: (stored: Int, capacity: Int) {
         lock()
         defer { unlock() }
         return handlers.storage

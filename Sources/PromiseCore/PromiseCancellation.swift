@@ -4,7 +4,7 @@
 
 /// A task attached to a promise by the code that produced it (a timer, a network request, a
 /// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
-/// Attached with `Promise.attachCancellation(_:)`, read back with `Promise.attachedCancellation`.
+/// Attached with `Promise.attachCancellation(_:)`, read back with `Promise._attachedCancellation`.
 @usableFromInline package final class PromiseCancellation: PromiseAttachment, Sendable {
     private let body: @Sendable () -> Void
 
@@ -13,7 +13,7 @@
         self.body = body
     }
 
-    @usableFromInline package func cancel() { body() }
+    @usableFromInline package func _cancel() { body() }
 
     @usableFromInline package func promiseDidSettle(key: UInt32) {}
 }

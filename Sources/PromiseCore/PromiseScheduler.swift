@@ -92,10 +92,12 @@ public struct DispatchScheduler: PromiseScheduler {
 
 /// The handle of work that never runs (scheduled after an infinite or NaN delay): it holds
 /// nothing, and cancelling it does nothing.
-package struct NeverScheduledWork: ScheduledWork {
-    package init() {}
-    package func cancel() {}
+struct NeverScheduledWork: ScheduledWork {
+    func cancel() {}
 }
+
+/// A handle of work that never runs (see `NeverScheduledWork`), for schedulers in other modules.
+package let neverScheduledWork: any ScheduledWork = NeverScheduledWork()
 
 /// A one-shot dispatch timer. It keeps itself alive until it fires or is cancelled (the
 /// source's handler holds it); either way it releases `work` as soon as it can: after it ran,

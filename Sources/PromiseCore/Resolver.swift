@@ -20,12 +20,12 @@ public final class Resolver<T>: Sendable {
 
     /// Fulfils the promise with `value`.
     @inlinable public func fulfill(_ value: T) {
-        promise.fulfillAndDrain(value)
+        promise._fulfillAndDrain(value)
     }
 
     /// Rejects the promise with `error`.
     @inlinable public func reject(_ error: Error) {
-        promise.rejectAndDrain(error)
+        promise._rejectAndDrain(error)
     }
 
     /// Settles the promise with `result`.

@@ -47,12 +47,12 @@ extension PromiseStep {
     /// Whether the step hops to its queue for an outcome with `error` (`nil` for a fulfilment),
     /// its body acting on it. Decided from the error alone, so no `Result` needs building.
     @inline(__always)
-    @inlinable package func hops(settledError error: (any Error)?) -> Bool {
+    @inlinable func hops(settledError error: (any Error)?) -> Bool {
         switch self {
         case .never: return false
         case .always: return true
         case .fulfilled: return error == nil
-        case .rejected(let policy): return error.map(policy.catches) ?? false
+        case .rejected(let policy): return error.map(policy._catches) ?? false
         }
     }
 }
@@ -249,7 +249,7 @@ extension Promise {
 /// apart a `Result<T>` or a `StepOutcome<U>` there looks up that type's metadata at run time
 /// (about 330 instructions a lookup, three per step). So the part that does, `runGeneralStep`,
 /// is inlinable and reached through `runner`, a reference to its specialization made by
-/// `generalStep` in the caller's module; the class itself handles only references.
+/// `_generalStep` in the caller's module; the class itself handles only references.
 @usableFromInline final class GeneralStep<T, U>: Promise<U>, PromiseStep, @unchecked Sendable {
     // @unchecked: restates Promise's; `body` is taken once, by the thread that runs it, and
     // `hopSource` is set before the hop is queued and taken by the queued block.
@@ -267,7 +267,7 @@ extension Promise {
     /// The settled source, from queueing the hop until the queued body reads it.
     @exclusivity(unchecked) private var hopSource: Promise<T>?
 
-    @usableFromInline package init(
+    @usableFromInline init(
         queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
@@ -283,7 +283,7 @@ extension Promise {
         super.init(pending: ())
     }
 
-    @usableFromInline package func handle(settled source: AnyObject) -> ReleasedHandlers {
+    @usableFromInline func handle(settled source: AnyObject) -> ReleasedHandlers {
         if awaitsReturnedPromise {
             return settle(as: unsafeDowncast(source, to: Promise<U>.self))
         }
@@ -332,7 +332,7 @@ func runGeneralStep<T, U>(_ step: GeneralStep<T, U>, _ source: Promise<T>) -> Re
 
 extension Promise {
     /// Adds a general step to this promise and returns it.
-    @inlinable package final func generalStep<U>(
+    @inlinable package final func _generalStep<U>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
@@ -349,7 +349,7 @@ extension Promise {
     }
 
     /// `map` whose step has `attachment` from the start (see `PromiseAttachment.errorBeforeBody`).
-    @inlinable package final func map<U>(
+    @inlinable package final func _map<U>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
@@ -363,7 +363,7 @@ extension Promise {
     }
 
     /// `then` whose step has `attachment` from the start.
-    @inlinable package final func then<R: Thenable>(
+    @inlinable package final func _then<R: Thenable>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
@@ -390,7 +390,7 @@ extension Promise {
 extension Promise {
     /// A new promise that settles as this one does, on the settling thread. Settling it by
     /// other means first (a cancellation) leaves this promise untouched.
-    @inlinable package final func mirror() -> Promise<T> {
+    @inlinable package final func _mirror() -> Promise<T> {
         let mirror = MirrorStep<T>()
         addHandlerAndDrain(mirror)
         return mirror

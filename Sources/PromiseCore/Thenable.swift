@@ -70,7 +70,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> Promise<U> {
-        asPromise().generalStep(on: on, flags: flags, hop: .fulfilled) { result in
+        asPromise()._generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             switch result {
             case .rejected(let error): return .result(.rejected(error))
             case .fulfilled(let value):
@@ -100,7 +100,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> Promise<T> {
-        asPromise().generalStep(on: on, flags: flags, hop: .fulfilled) { result in
+        asPromise()._generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             if case .fulfilled(let value) = result { try body(value) }
             return .result(result)
         }
@@ -112,7 +112,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Result<T>) -> Void
     ) -> Promise<T> {
-        asPromise().generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
+        asPromise()._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body(result)
             return .result(result)
         }

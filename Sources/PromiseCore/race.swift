@@ -89,7 +89,7 @@ public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
 /// promise (one of `promises`), on the settling thread, after the result is settled and before
 /// its handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
 @inlinable
-package func race<T>(
+package func _race<T>(
     reportingWinner promises: [Promise<T>],
     fulfilledOnly: Bool,
     onWin: @escaping (AnyObject) -> Void

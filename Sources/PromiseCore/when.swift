@@ -170,7 +170,7 @@ public func when<U: Thenable>(fulfilled thenables: [U]) -> Promise<[U.T]> {
 /// The implementation of every `when(fulfilled:)` and `when(guarantees:)` form. The public
 /// overloads call it rather than each other: with `[Promise<Void>]` or `[Promise<Any>]`
 /// arguments, overload resolution picks the `Void` or `[any Thenable]` form again, which
-/// recursed forever. `onReject`: see `when(fulfilledReportingRejection:onReject:)`.
+/// recursed forever. `onReject`: see `_when(fulfilledReportingRejection:onReject:)`.
 @inlinable
 func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Void)? = nil) -> Promise<[U.T]> {
     guard !promises.isEmpty else { return .value([]) }
@@ -183,7 +183,7 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Vo
 /// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
 /// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
 @inlinable
-package func when<T>(
+package func _when<T>(
     fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void
 ) -> Promise<[T]> {
     whenAllFulfilled(promises, onReject: onReject)

@@ -26,7 +26,7 @@ extension NotificationCenter {
     /// wait.cancel()   // the observer is removed
     /// ```
     public func observe(once name: Notification.Name, object: Any? = nil) -> Guarantee<Notification> {
-        let promise = Promise<Notification>.makePending()
+        let promise = Promise<Notification>._makePending()
         let observation = OnceObservation(center: self)
         let token = addObserver(forName: name, object: object, queue: nil) { notification in
             promise.resolve(.fulfilled(notification))

@@ -93,7 +93,7 @@ extension Process {
     public func run(
         _: PMKNamespacer, killAfter: TimeInterval = 5, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> Promise<ProcessOutput> {
-        let promise = Promise<ProcessOutput>.makePending()
+        let promise = Promise<ProcessOutput>._makePending()
         let outPipe = Pipe(), errPipe = Pipe()
         standardOutput = outPipe
         standardError = errPipe
@@ -151,7 +151,7 @@ extension Process {
     public func launch(
         _: PMKNamespacer, killAfter: TimeInterval = 5, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> Promise<(out: Pipe, err: Pipe)> {
-        let promise = Promise<(out: Pipe, err: Pipe)>.makePending()
+        let promise = Promise<(out: Pipe, err: Pipe)>._makePending()
         let outPipe = Pipe(), errPipe = Pipe()
         standardOutput = outPipe
         standardError = errPipe
@@ -241,8 +241,8 @@ extension Promise where T == ProcessOutput {
             guard output.succeeded else { throw ProcessExitError(output: output) }
             return output
         }
-        if let task = attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task.cancel() })
+        if let task = _attachedCancellation {
+            validated.attachCancellation(PromiseCancellation { task._cancel() })
         }
         return validated
     }

@@ -125,7 +125,7 @@ extension URLSession {
     func startTask<T>(
         _ makeTask: (_ complete: @escaping @Sendable (Result<T>) -> Void) -> URLSessionTask
     ) -> (promise: Promise<T>, task: URLSessionTask) {
-        let promise = Promise<T>.makePending()
+        let promise = Promise<T>._makePending()
         // The completion handler holds the promise: nothing else may (`dataTask(…).done {…}`).
         let task = makeTask { result in promise.resolve(result) }
         let box = WeakTaskBox(task: task, promise: promise)
@@ -262,8 +262,8 @@ extension Promise where T == (data: Data, response: URLResponse) {
             try validateStatus(of: result.response, body: result.data)
             return result
         }
-        if let task = attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task.cancel() })
+        if let task = _attachedCancellation {
+            validated.attachCancellation(PromiseCancellation { task._cancel() })
         }
         return validated
     }
@@ -294,8 +294,8 @@ extension Promise where T == (saveLocation: URL, response: URLResponse) {
             try validateDownload(result)
             return result
         }
-        if let task = attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task.cancel() })
+        if let task = _attachedCancellation {
+            validated.attachCancellation(PromiseCancellation { task._cancel() })
         }
         return validated
     }

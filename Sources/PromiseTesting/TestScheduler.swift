@@ -74,7 +74,7 @@ public final class TestScheduler: PromiseScheduler {
     /// `advance(by: 0)`), `advance(to:)` or `run()`, never inside this call. An infinite or
     /// NaN `seconds` means never: nothing is scheduled and `work` is released at once.
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard seconds < .infinity else { return NeverScheduledWork() }
+        guard seconds < .infinity else { return neverScheduledWork }
         let delay = Nanoseconds(seconds: max(0, seconds))
         let number = state.withLock { $0.add(work, after: delay) }
         return Item(scheduler: self, number: number)

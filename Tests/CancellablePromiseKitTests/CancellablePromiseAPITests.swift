@@ -250,7 +250,7 @@ final class CancellablePromiseAPITests: XCTestCase {
         weak var weakTimer: Promise<Void>?
         do {
             let timer = after(seconds: 600)
-            weakTimer = timer.promise
+            weakTimer = timer.asPromise()
             timer.cancellize().cancel()
         }
         XCTAssertNil(weakTimer, "the cancelled dispatch timer released the guarantee")

@@ -1,8 +1,9 @@
 import CancellablePromiseKit
 import Dispatch
 import Foundation
-import PromiseCore
 import XCTest
+
+@testable import PromiseCore
 
 // `when(_:while:)`: `isEnsured` (CancellablePromiseKit 0.3) and the bounded registrations on a
 // long-lived `cancelPromise`.

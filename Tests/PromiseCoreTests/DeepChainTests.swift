@@ -89,7 +89,7 @@ final class DeepChainTests: XCTestCase {
             let (head, _) = Promise<Int>.pending()
             weakHead = head
             var tail = head
-            for _ in 0..<Self.depth { tail = tail.mirror() }
+            for _ in 0..<Self.depth { tail = tail._mirror() }
         }
         XCTAssertNil(weakHead)
     }

@@ -102,7 +102,7 @@ final class FreeFunctionTests: XCTestCase {
 
     func testAfterAttachesItsTimer() {
         let g = after(seconds: 30, scheduler: TestScheduler())
-        XCTAssertNotNil(g.promise.attachedCancellation)
+        XCTAssertNotNil(g.promise._attachedCancellation)
     }
 
     func testCancellingTheAttachedTimerOfAfterUnschedulesItAndReleasesThePromise() {
@@ -111,7 +111,7 @@ final class FreeFunctionTests: XCTestCase {
         do {
             let g = after(.milliseconds(50), scheduler: scheduler)
             weakPromise = g.promise
-            g.promise.attachedCancellation?.cancel()
+            g.promise._attachedCancellation?._cancel()
             XCTAssertEqual(scheduler.pendingCount, 0, "nothing left scheduled")
         }
         XCTAssertNil(weakPromise, "the unscheduled work released the promise at once")
@@ -123,7 +123,7 @@ final class FreeFunctionTests: XCTestCase {
         do {
             let g = after(seconds: 600)
             weakPromise = g.promise
-            g.promise.attachedCancellation?.cancel()
+            g.promise._attachedCancellation?._cancel()
         }
         XCTAssertNil(weakPromise, "the dispatch timer was cancelled and its handler released")
     }
@@ -133,7 +133,7 @@ final class FreeFunctionTests: XCTestCase {
         let g = after(.milliseconds(10), scheduler: scheduler)
         scheduler.advance(by: 0.01)
         XCTAssertTrue(g.isResolved)
-        XCTAssertNil(g.promise.attachedCancellation)
+        XCTAssertNil(g.promise._attachedCancellation)
     }
 
     // MARK: hang

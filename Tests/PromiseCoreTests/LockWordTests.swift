@@ -18,7 +18,7 @@ final class LockWordTests: XCTestCase {
     /// `Promise` addresses its lock word and its value buffer (the first two stored properties)
     /// through the object pointer too.
     func testPromiseFieldOffsets() {
-        let promise = Promise<Int>.makePending()
+        let promise = Promise<Int>._makePending()
         let stored = promise._storedFieldAddresses()
         XCTAssertEqual(stored.lockWord, UnsafeMutableRawPointer(lockWordPointer(promise)))
         XCTAssertEqual(stored.valueBuffer, promise._valueBufferAddress())
