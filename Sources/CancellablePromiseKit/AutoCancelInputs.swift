@@ -52,7 +52,7 @@ extension CancellablePromise {
     }
 
     deinit {
-        lockWordDestroy(lockWordPointer(self))
+        lockWordDestroy(of: self)
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset
@@ -63,9 +63,8 @@ extension CancellablePromise {
 
     /// Takes the inputs out (the first caller gets them, later ones `nil`).
     private func take() -> [CancelInput]? {
-        let pointer = lockWordPointer(self)
-        lockWordLock(pointer)
-        defer { lockWordUnlock(pointer) }
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
         let taken = inputs
         inputs = nil
         return taken

@@ -53,7 +53,7 @@ struct CancelActions {
             drop(.init(cancelBody: body, link: link, target: nil))
             return true
         }
-        let rejected = target.rejectForCancel(error)
+        let rejected = target.settle(rejected: error)
         let unblocked: ReleasedHandlers
         // Consumed, so that the payload moves into what is kept instead of being copied.
         switch consume rejected {

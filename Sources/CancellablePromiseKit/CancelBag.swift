@@ -59,7 +59,7 @@ public final class CancelBag: Sendable {
         /// Cancels the work if it is still running.
         func cancel() {
             switch self {
-            case .chain(let context, let promise): if promise.isPendingLocked { context.cancel() }
+            case .chain(let context, let promise): if promise.isPending { context.cancel() }
             case .member(let context, let key): context.storage.cancel(ifListed: key)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
@@ -71,7 +71,7 @@ public final class CancelBag: Sendable {
         /// Whether the work is over (or gone), so the bag can drop the item.
         var isDone: Bool {
             switch self {
-            case .chain(_, let promise): return !promise.isPendingLocked
+            case .chain(_, let promise): return !promise.isPending
             case .member(let context, let key): return !context.storage.isListed(key)
             case .context: return false
             case .request(let request): return request.token.isCompleted

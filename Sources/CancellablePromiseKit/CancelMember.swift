@@ -36,7 +36,7 @@ struct _CancelMember {
     /// asked for only if the promise is pending (a settled `.value(x)` makes none).
     @usableFromInline
     func link(chainOf promise: any CancelTarget, _ contextOf: () -> CancelContext, whileBodyRuns: Bool) {
-        guard promise.isPendingLocked else { return }
+        guard promise.isPending else { return }
         let context = contextOf()
         // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
         // its own handle would keep the chain cancellable for ever.

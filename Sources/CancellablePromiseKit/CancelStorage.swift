@@ -61,7 +61,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     init() {}
 
     deinit {
-        lockWordDestroy(lockWordPointer(self))
+        lockWordDestroy(of: self)
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset
@@ -70,8 +70,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
     }
 
-    @inline(__always) private func lock() { lockWordLock(lockWordPointer(self)) }
-    @inline(__always) private func unlock() { lockWordUnlock(lockWordPointer(self)) }
+    @inline(__always) private func lock() { lockWordLock(of: self) }
+    @inline(__always) private func unlock() { lockWordUnlock(of: self) }
 
     /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
     /// shortening the path for the next caller.

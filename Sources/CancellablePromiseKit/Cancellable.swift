@@ -58,7 +58,7 @@ extension CancellablePromise {
     /// ```
     @discardableResult
     public func cancel(on token: CancellationToken) -> CancellablePromise<T> {
-        guard promise.isPendingLocked else { return self }
+        guard promise.isPending else { return self }
         // The token holds the chain's handle (it can cancel the chain, so it keeps it
         // cancellable) until this promise settles.
         let registration = token.onCancel { [context = cancelContext] in context.cancel() }

@@ -90,7 +90,7 @@ public final class CancellationToken: @unchecked Sendable {
         // forever). A pending derived token has no entries of its own here (they would keep it
         // alive); it leaves the operands it is still registered on.
         state.tearDown().perform()
-        lockWordDestroy(lockWordPointer(self))
+        lockWordDestroy(of: self)
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset
@@ -112,8 +112,8 @@ public final class CancellationToken: @unchecked Sendable {
     /// that takes the token's lock.
     @inline(__always)
     private func withState<R>(_ event: (inout TokenState) -> R) -> R {
-        lockWordLock(lockWordPointer(self))
-        defer { lockWordUnlock(lockWordPointer(self)) }
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
         return event(&state)
     }
 

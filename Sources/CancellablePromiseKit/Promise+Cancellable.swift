@@ -85,7 +85,7 @@ extension Promise {
     /// promise that is already part of a cancellable chain (`cancellablePromise.promise`): use
     /// `CancellablePromise.appendCancellable(_:reject:)` there.
     public func setCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
-        attachCancellationIfUnowned(AttachedTask.attachment(cancellable, reject: reject))
+        attachCancellation(AttachedTask.attachment(cancellable, reject: reject))
     }
 }
 
@@ -118,7 +118,7 @@ extension Guarantee {
     /// `init(cancellable:resolver:)`), replacing a task attached before; `nil` removes it.
     /// Does nothing once the guarantee has resolved.
     public func setCancellable(_ cancellable: (any Cancellable)?) {
-        asPromise().attachCancellationIfUnowned(AttachedTask.attachment(cancellable, reject: nil))
+        asPromise().attachCancellation(AttachedTask.attachment(cancellable, reject: nil))
     }
 }
 

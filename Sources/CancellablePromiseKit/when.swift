@@ -380,20 +380,24 @@ private func watch<T>(
         let released = output.settle(rejected: late ? CancellablePromiseError.cancelled : error)
         // A value that arrived late means `promise` has fulfilled: there is nothing to cancel.
         guard let onConditionRejected, !late else { return released }
-        drain(released)
+        drain(consuming: released)
         onConditionRejected()
         return .none
     }
     let deliveryQueue = ensured ? conf.Q.map : nil
     watched.addSettleHandler { result in
         guard let valueArrived, case .fulfilled(let value) = result else {
-            let released = output.settle(result)
+            let released =
+                switch result {
+                case .fulfilled(let value): output.settle(fulfilled: value)
+                case .rejected(let error): output.settle(rejected: error)
+                }
             registration.remove()
             return released
         }
         valueArrived.withLock { $0 = true }
         let delivery = UncheckedSendable {
-            drain(output.settle(fulfilled: value))
+            drain(consuming: output.settle(fulfilled: value))
             registration.remove()
         }
         if let deliveryQueue {

@@ -6,11 +6,11 @@
 /// `CancellablePromiseKit`'s cancel contexts).
 @usableFromInline package protocol CancelTarget: AnyObject {
     /// Rejects the promise with `error` if it is pending; returns what settling released
-    /// (nothing if it had settled already).
-    func rejectForCancel(_ error: any Error) -> ReleasedHandlers
+    /// (nothing if it had settled already), for the caller to `drain` once it has unlocked.
+    func settle(rejected error: any Error) -> ReleasedHandlers
 
     /// `true` while pending; takes the promise's lock.
-    var isPendingLocked: Bool { get }
+    var isPending: Bool { get }
 
     /// The task attached by the promise's producer, while it is pending (see
     /// `Promise.attachCancellation(_:)`).
@@ -22,8 +22,4 @@
     ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32)
 }
 
-extension Promise: CancelTarget {
-    @usableFromInline package final func rejectForCancel(_ error: any Error) -> ReleasedHandlers {
-        settle(rejected: error)
-    }
-}
+extension Promise: CancelTarget {}

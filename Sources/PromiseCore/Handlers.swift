@@ -200,7 +200,7 @@ private func isRemovedRegistration(
 
 /// Runs released handlers, and the handlers they release, iteratively and depth first, in the
 /// order a recursive implementation would use (the order they were added, at each promise).
-@usableFromInline package func drain(_ start: ReleasedHandlers) {
+@usableFromInline func drain(_ start: ReleasedHandlers) {
     guard case .released(let source, let handlers, let attachment, let key) = start else { return }
     runReleased(source: source, handlers: handlers, attachment: attachment, key: key)
 }

@@ -65,14 +65,14 @@ let valueBufferOffset: Int = {
 
 /// Returns the address of the lock word stored as the first property of `object`'s root class.
 @inline(__always)
-package func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {
+func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {
     UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
         .advanced(by: lockWordOffset)
         .assumingMemoryBound(to: LockWord.self)
 }
 
 @inline(__always)
-package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_lock(pointer)
     #elseif os(Linux)
@@ -84,7 +84,7 @@ package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
 }
 
 @inline(__always)
-package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_unlock(pointer)
     #elseif os(Linux)
@@ -96,10 +96,32 @@ package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
 }
 
 @inline(__always)
-package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if !canImport(Darwin) && !os(Linux)
     pthread_mutex_destroy(pointer)
     #endif
+}
+
+// The lock words of other modules' objects (the cancellation layer's storages and tokens):
+// the same rule, a `LockWord()` as the first stored property of a root class, addressed through
+// the object.
+
+/// Locks the lock word stored as the first property of `object`'s root class.
+@inline(__always)
+package func lockWordLock(of object: AnyObject) {
+    lockWordLock(lockWordPointer(object))
+}
+
+/// Unlocks the lock word stored as the first property of `object`'s root class.
+@inline(__always)
+package func lockWordUnlock(of object: AnyObject) {
+    lockWordUnlock(lockWordPointer(object))
+}
+
+/// Destroys the lock word stored as the first property of `object`'s root class; in `deinit`.
+@inline(__always)
+package func lockWordDestroy(of object: AnyObject) {
+    lockWordDestroy(lockWordPointer(object))
 }
 
 /// A small lock-protected cell for state that is not on a hot path (configuration, aggregates,

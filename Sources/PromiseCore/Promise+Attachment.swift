@@ -18,20 +18,6 @@ import Dispatch
 //   back the handlers it released, run by the chain after unlocking.
 
 extension Promise {
-    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it.
-    /// Ignored (and returns `false`) if the promise has already settled.
-    @discardableResult
-    package final func attachCancellation(_ cancellation: PromiseCancellation) -> Bool {
-        lock()
-        guard !isSettled else {
-            unlock()
-            return false
-        }
-        attachment = cancellation
-        unlock()
-        return true
-    }
-
     /// The task attached by this promise's producer, while it is pending.
     @usableFromInline package final var _attachedCancellation: PromiseCancellation? {
         lock()
@@ -95,20 +81,21 @@ extension Promise {
     @usableFromInline package final func _unlockForWrapper() { unlock() }
 
     /// `true` while pending; takes the lock (use it where a step must not start once settled).
-    @inline(__always) @usableFromInline package final var isPendingLocked: Bool {
+    @inline(__always) final var isPendingLocked: Bool {
         lock()
         let pending = !isSettled
         unlock()
         return pending
     }
 
-    /// Attaches `cancellation` (or, with `nil`, removes an attached task) like
-    /// `attachCancellation(_:)`, but only while the promise is pending and not governed by
-    /// anything other than a producer's task: a promise of a cancellable chain keeps its place
-    /// in the chain. Returns whether it changed anything. For `CancellablePromiseKit`'s public
-    /// `setCancellable(_:reject:)`, which may be called on any promise.
+    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it, or with
+    /// `nil` removes an attached task; replaces a task attached before. Only while the promise
+    /// is pending and not governed by anything other than a producer's task: a promise of a
+    /// cancellable chain keeps its place in the chain (`CancellablePromiseKit`'s public
+    /// `setCancellable(_:reject:)` may be called on any promise). Returns whether it changed
+    /// anything.
     @discardableResult
-    package final func attachCancellationIfUnowned(_ cancellation: PromiseCancellation?) -> Bool {
+    package final func attachCancellation(_ cancellation: PromiseCancellation?) -> Bool {
         lock()
         guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
             unlock()

@@ -264,7 +264,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     /// Settles the promise if it is pending and returns the handlers to run; returns nothing
     /// when it had already settled (the call is then a no-op).
     @inline(__always)
-    package final func settle(_ result: Result<T>) -> ReleasedHandlers {
+    final func settle(_ result: Result<T>) -> ReleasedHandlers {
         switch result {
         case .fulfilled(let value): return settle(fulfilled: value)
         case .rejected(let error): return settle(rejected: error)

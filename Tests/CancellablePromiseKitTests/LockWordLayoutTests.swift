@@ -1,7 +1,7 @@
-import PromiseCore
 import XCTest
 
 @testable import CancellablePromiseKit
+@testable import PromiseCore
 
 /// The classes of this module that keep an inline lock word address it through the object
 /// pointer (see PromiseCore's Lock.swift): the offset must match where Swift stores their first
