@@ -1,23 +1,89 @@
 import Dispatch
 
-// The seam between PromiseCore and the cancellation layer: what a promise offers the code that
-// attaches a task or a cancellable chain to it. Everything here is `package` (or internal and
-// `@usableFromInline`): no public surface, PromiseKit 8's API is unchanged.
+// The seam between PromiseCore and the cancellation layer (CancellablePromiseKit and the
+// producers of PromiseFoundation). PromiseCore cancels nothing itself; this file is all it
+// offers for cancelling, each entry point serving one rule of the contract (DESIGN.md). All of
+// it is `package` (or internal and `@usableFromInline`): no public surface, PromiseKit 8's API
+// is unchanged.
 //
-// - One *attachment* per pending promise (`PromiseAttachment`): a producer's task
-//   (`PromiseCancellation`, attached by `after`, the Foundation promises and
-//   `Promise(cancellable:resolver:)`), or the storage of the cancellable chain the promise is a
-//   member of, which knows it by `attachmentKey` (its slot). The attachment is told once,
-//   outside every lock, that the promise settled, and is released then.
-// - Before a step's body starts (not an observer's), the step asks its attachment whether the
-//   body may run (`bodyStart`): a cancelled chain's bodies never start.
-// - `race` and `when` can report the input that settled them (`race(reportingWinner:)`,
-//   `_when(fulfilledReportingRejection:)`, in race.swift and when.swift), so that `autoCancel`
-//   cancels exactly the losers.
-// - `rejectForCancel` (CancelTarget.swift) settles a promise under its chain's lock and hands
-//   back the handlers it released, run by the chain after unlocking.
+// 1. `cancellize()` stops the real work. The code producing a promise attaches the task doing
+//    the work (`PromiseCancellation`, with `attachCancellation(_:)`); a cancellable wrapper
+//    reads it back (`_attachedCancellation`) and cancels it.
+// 2. A chain's state lives beside its promises, not in them. Each pending promise holds one
+//    *attachment* (`PromiseAttachment`): a producer's task, or the storage of the cancellable
+//    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
+//    promise with `replaceAttachment(with:key:)`, or makes a step with its attachment from the
+//    start (`_map`, `_then` and `_generalStep` with `attachment:key:`, in Steps.swift). The
+//    attachment is told once, outside every lock, that the promise settled
+//    (`promiseDidSettle(key:)`), and is released then.
+// 3. A cancelled chain's bodies never start. Before a step's body starts (not an observer's),
+//    the step asks its attachment (`errorBeforeBody(key:)`, through `bodyStart`).
+// 4. Every pending promise of a chain is rejected before `cancel()` returns. The chain rejects
+//    its members, of any value type, through `CancelTarget` under its own lock; settling hands
+//    the released handlers back (`ReleasedHandlers`, Handlers.swift), run with
+//    `drain(consuming:)` once the chain has unlocked.
+// 5. `autoCancel` cancels exactly the losers. `_race(reportingWinner:fulfilledOnly:onWin:)`
+//    and `_when(fulfilledReportingRejection:onReject:)` report the input that settled them.
+// 6. A wrapper may keep state beside a promise under that promise's lock (the context
+//    CancellablePromiseKit makes on first use for a promise made settled):
+//    `_lockForWrapper()` and `_unlockForWrapper()`.
+//
+// Naming: a function, property or initialiser of PromiseCore that CancellablePromiseKit's
+// inlinable code calls has a leading underscore, as swift-nio's `_addCallback` does: such a call
+// is compiled into the client's module, so changing it is not a local change. Types keep their
+// names (as swift-nio's `CallbackList`).
+//
+// PromiseCore's other `package` declarations are not about cancelling; the other modules share
+// them: making and settling a promise without a `Resolver` (`_makePending()`,
+// `settle(fulfilled:)`, `settle(rejected:)`, `resolve(_:)`, `_fulfillAndDrain(_:)`,
+// `_rejectAndDrain(_:)`, `addSettleHandler(_:)`, `register(owner:_:)`; Promise.swift,
+// Handlers.swift), the steps of a chain (`_generalStep`, `_map`, `_then`, `_mirror()`, `HopRule`,
+// `StepOutcome`; Steps.swift), locks (`LockWord` and `lockWordLock(of:)`…, `Locked`,
+// `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer`'s and
+// `Guarantee`'s promise, `Result.swiftResult`, `DispatchTimeInterval.promiseSeconds`,
+// `neverScheduledWork`.
+
+// MARK: - A producer's task (rule 1)
+
+/// A task attached to a promise by the code that produced it (a timer, a network request, a
+/// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
+/// Attached with `Promise.attachCancellation(_:)`, read back with `Promise._attachedCancellation`.
+@usableFromInline package final class PromiseCancellation: PromiseAttachment, Sendable {
+    private let body: @Sendable () -> Void
+
+    /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
+    package init(_ body: @escaping @Sendable () -> Void) {
+        self.body = body
+    }
+
+    /// Stops the task (calls `body`).
+    @usableFromInline package func _cancel() { body() }
+
+    @usableFromInline package func promiseDidSettle(key: UInt32) {}
+}
 
 extension Promise {
+    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it, or with
+    /// `nil` removes an attached task; replaces a task attached before. Only while the promise
+    /// is pending and not governed by anything other than a producer's task: a promise of a
+    /// cancellable chain keeps its place in the chain (`CancellablePromiseKit`'s public
+    /// `setCancellable(_:reject:)` may be called on any promise). Returns whether it changed
+    /// anything.
+    @discardableResult
+    package final func attachCancellation(_ cancellation: PromiseCancellation?) -> Bool {
+        lock()
+        guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
+            unlock()
+            return false
+        }
+        let previous = attachment
+        attachment = cancellation
+        unlock()
+        // Released outside the lock: the previous task's closure may capture anything.
+        withExtendedLifetime(previous) {}
+        return true
+    }
+
     /// The task attached by this promise's producer, while it is pending.
     @usableFromInline package final var _attachedCancellation: PromiseCancellation? {
         lock()
@@ -25,7 +91,38 @@ extension Promise {
         unlock()
         return a as? PromiseCancellation
     }
+}
 
+// MARK: - Attachments (rules 2 and 3)
+
+/// An object attached to a promise by library code (a producer's task, a cancellable chain's
+/// storage), told once, outside every lock, that the promise settled. One attachment may serve
+/// many promises: each promise stores the `key` its attachment knows it by (a slot of a cancel
+/// storage's member table) and passes it back with every call.
+@usableFromInline package protocol PromiseAttachment: AnyObject {
+    func promiseDidSettle(key: UInt32)
+
+    /// Asked, outside every lock, just before a step body (not an observer's) starts: an error
+    /// here means the body must not run and the step rejects with it instead (a cancelled
+    /// chain). The default allows every body.
+    func errorBeforeBody(key: UInt32) -> (any Error)?
+}
+
+extension PromiseAttachment {
+    @inlinable package func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
+}
+
+/// Whether a step's body may start (see `Promise.bodyStart`).
+@usableFromInline enum BodyStart {
+    /// Pending, and its attachment allows it.
+    case start
+    /// Settled already (rejected by a cancellation): the body must not start.
+    case settled
+    /// The attachment forbids it: settle with this error instead.
+    case reject(any Error)
+}
+
+extension Promise {
     /// Replaces the attachment while pending, with `new` knowing this promise by `key`. Returns
     /// `false` (attaching nothing) once settled, and the previous attachment with its key.
     @usableFromInline package final func replaceAttachment(
@@ -71,7 +168,59 @@ extension Promise {
         attachment = new
         attachmentKey = key
     }
+}
 
+// MARK: - Rejecting the members of a chain (rule 4)
+
+/// A promise that a cancellation can reject, whatever its value type (used by
+/// `CancellablePromiseKit`'s cancel contexts).
+@usableFromInline package protocol CancelTarget: AnyObject {
+    /// Rejects the promise with `error` if it is pending; returns what settling released
+    /// (nothing if it had settled already), for the caller to `drain` once it has unlocked.
+    func settle(rejected error: any Error) -> ReleasedHandlers
+
+    /// `true` while pending; takes the promise's lock.
+    var isPending: Bool { get }
+
+    /// The task attached by the promise's producer, while it is pending (see
+    /// `Promise.attachCancellation(_:)`).
+    var _attachedCancellation: PromiseCancellation? { get }
+
+    /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:key:)`).
+    func replaceAttachment(
+        with new: any PromiseAttachment, key: UInt32
+    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32)
+}
+
+extension Promise: CancelTarget {}
+
+// MARK: - Reporting the input that settled an aggregate (rule 5)
+
+/// `race` over promises that reports the input that settled it: `onWin` runs once, with that
+/// promise (one of `promises`), on the settling thread, after the result is settled and before
+/// its handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
+@inlinable
+package func _race<T>(
+    reportingWinner promises: [Promise<T>],
+    fulfilledOnly: Bool,
+    onWin: @escaping (AnyObject) -> Void
+) -> Promise<T> {
+    makeRace(promises, fulfilledOnly: fulfilledOnly, onWin: onWin)
+}
+
+/// `when(fulfilled:)` over promises that reports the input whose rejection settled it:
+/// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
+/// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
+@inlinable
+package func _when<T>(
+    fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void
+) -> Promise<[T]> {
+    whenAllFulfilled(promises, onReject: onReject)
+}
+
+// MARK: - State a wrapper keeps beside a promise (rule 6)
+
+extension Promise {
     /// Takes this promise's lock, for state a wrapper keeps beside the promise (the context
     /// `CancellablePromiseKit` makes on first use for a promise made settled); release it with
     /// `_unlockForWrapper()`. Take no other lock, and do not touch this promise, meanwhile.
@@ -79,33 +228,4 @@ extension Promise {
 
     /// Releases the lock taken by `_lockForWrapper()`.
     @usableFromInline package final func _unlockForWrapper() { unlock() }
-
-    /// `true` while pending; takes the lock (use it where a step must not start once settled).
-    @inline(__always) final var isPendingLocked: Bool {
-        lock()
-        let pending = !isSettled
-        unlock()
-        return pending
-    }
-
-    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it, or with
-    /// `nil` removes an attached task; replaces a task attached before. Only while the promise
-    /// is pending and not governed by anything other than a producer's task: a promise of a
-    /// cancellable chain keeps its place in the chain (`CancellablePromiseKit`'s public
-    /// `setCancellable(_:reject:)` may be called on any promise). Returns whether it changed
-    /// anything.
-    @discardableResult
-    package final func attachCancellation(_ cancellation: PromiseCancellation?) -> Bool {
-        lock()
-        guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
-            unlock()
-            return false
-        }
-        let previous = attachment
-        attachment = cancellation
-        unlock()
-        // Released outside the lock: the previous task's closure may capture anything.
-        withExtendedLifetime(previous) {}
-        return true
-    }
 }

@@ -215,6 +215,14 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     // The state queries below answer from the flags under the lock. `Thenable`'s versions build
     // the `Result` first, which costs a generic metadata lookup on every call in client code.
 
+    /// `true` while pending; takes the lock (use it where a step must not start once settled).
+    @inline(__always) final var isPendingLocked: Bool {
+        lock()
+        let pending = !isSettled
+        unlock()
+        return pending
+    }
+
     /// `true` while not settled. Safe from any thread.
     public final var isPending: Bool { isPendingLocked }
 

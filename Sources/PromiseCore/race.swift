@@ -84,15 +84,3 @@ public func race<T>(_ first: Guarantee<T>, _ rest: Guarantee<T>...) -> Guarantee
 public func race<U: Thenable>(fulfilled thenables: [U]) -> Promise<U.T> {
     makeRace(thenables, fulfilledOnly: true)
 }
-
-/// `race` over promises that reports the input that settled it: `onWin` runs once, with that
-/// promise (one of `promises`), on the settling thread, after the result is settled and before
-/// its handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
-@inlinable
-package func _race<T>(
-    reportingWinner promises: [Promise<T>],
-    fulfilledOnly: Bool,
-    onWin: @escaping (AnyObject) -> Void
-) -> Promise<T> {
-    makeRace(promises, fulfilledOnly: fulfilledOnly, onWin: onWin)
-}

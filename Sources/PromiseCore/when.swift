@@ -179,16 +179,6 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Vo
     return aggregate
 }
 
-/// `when(fulfilled:)` over promises that reports the input whose rejection settled it:
-/// `onReject` runs once, with that promise (one of `promises`), on the settling thread, before
-/// the result's handlers run. (For `CancellablePromiseKit`'s `autoCancel`.)
-@inlinable
-package func _when<T>(
-    fulfilledReportingRejection promises: [Promise<T>], onReject: @escaping (AnyObject) -> Void
-) -> Promise<[T]> {
-    whenAllFulfilled(promises, onReject: onReject)
-}
-
 /// `when(fulfilled:)` over thenables of different types; values are returned as `Any`.
 ///
 /// Disfavoured so that an array literal of thenables of one type (`when(fulfilled: [a, b])`)
