@@ -66,7 +66,7 @@ extension Promise {
             innerResolver.reject(error)
             return
         }
-        attachCancellation(PromiseCancellation { task.cancel() })
+        attachCancellation { task.cancel() }
         if let token {
             // Weakly: the task lives while the promise can still be settled (its resolver is
             // held) or observed (the promise is held), and not beyond, on a long-lived token.

@@ -318,6 +318,6 @@ public func timeout(
     let timer = scheduler.scheduleTimer(seconds: seconds) {
         resolver.reject(PromiseTimeoutError(seconds: seconds))
     }
-    promise.attachCancellation(PromiseCancellation { timer.cancel() })
+    promise.attachCancellation { timer.cancel() }
     return promise
 }

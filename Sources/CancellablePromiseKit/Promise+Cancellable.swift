@@ -31,10 +31,10 @@ private final class AttachedTask: Sendable {
         taken.reject?(CancellablePromiseError.cancelled)
     }
 
-    static func attachment(_ task: (any Cancellable)?, reject: ((Error) -> Void)?) -> PromiseCancellation? {
+    static func attachment(_ task: (any Cancellable)?, reject: ((Error) -> Void)?) -> (@Sendable () -> Void)? {
         guard let task else { return nil }
         let attached = AttachedTask(task, reject: reject)
-        return PromiseCancellation { attached.cancel() }
+        return { attached.cancel() }
     }
 }
 

@@ -85,7 +85,7 @@ extension Thenable {
             output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
         }
         if let task = source._attachedCancellation {
-            output.attachCancellation(PromiseCancellation { task._cancel() })
+            output.attachCancellation { task._cancel() }
         }
         source.pipe { result in
             timer.cancel()

@@ -52,7 +52,7 @@ import Dispatch
     private let body: @Sendable () -> Void
 
     /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
-    package init(_ body: @escaping @Sendable () -> Void) {
+    init(_ body: @escaping @Sendable () -> Void) {
         self.body = body
     }
 
@@ -63,14 +63,16 @@ import Dispatch
 }
 
 extension Promise {
-    /// Attaches the task producing this promise, so a cancellable wrapper can cancel it, or with
-    /// `nil` removes an attached task; replaces a task attached before. Only while the promise
-    /// is pending and not governed by anything other than a producer's task: a promise of a
-    /// cancellable chain keeps its place in the chain (`CancellablePromiseKit`'s public
-    /// `setCancellable(_:reject:)` may be called on any promise). Returns whether it changed
-    /// anything.
+    /// Attaches the task producing this promise, as the closure `cancel` that stops it (and, if
+    /// it can, rejects the promise with a cancellation error), so a cancellable wrapper can
+    /// cancel it; with `nil`, removes an attached task. Replaces a task attached before. Only
+    /// while the promise is pending and not governed by anything other than a producer's task:
+    /// a promise of a cancellable chain keeps its place in the chain (`CancellablePromiseKit`'s
+    /// public `setCancellable(_:reject:)` may be called on any promise). Returns whether it
+    /// changed anything.
     @discardableResult
-    package final func attachCancellation(_ cancellation: PromiseCancellation?) -> Bool {
+    package final func attachCancellation(_ cancel: (@Sendable () -> Void)?) -> Bool {
+        let cancellation = cancel.map(PromiseCancellation.init)
         lock()
         guard !isSettled, attachment == nil || attachment is PromiseCancellation else {
             unlock()

@@ -39,7 +39,7 @@ public func after(seconds: TimeInterval, scheduler: any PromiseScheduler) -> Gua
     // The scheduled work holds the promise until it runs, and the promise holds the work
     // through its attachment: cancelling unschedules it, which releases the promise.
     let work = scheduler.schedule(after: max(0, seconds)) { promise.resolve(.fulfilled(())) }
-    promise.attachCancellation(PromiseCancellation { work.cancel() })
+    promise.attachCancellation { work.cancel() }
     return Guarantee(promise: promise)
 }
 

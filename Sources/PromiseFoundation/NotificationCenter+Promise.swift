@@ -33,7 +33,7 @@ extension NotificationCenter {
             observation.remove()
         }
         observation.setToken(token)
-        promise.attachCancellation(PromiseCancellation { observation.remove() })
+        promise.attachCancellation { observation.remove() }
         return Guarantee(promise: promise)
     }
 }

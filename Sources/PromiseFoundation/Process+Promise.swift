@@ -186,7 +186,7 @@ extension Process {
         to promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler
     ) {
         let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter, scheduler: scheduler)
-        promise.attachCancellation(PromiseCancellation { box.terminate() })
+        promise.attachCancellation { box.terminate() }
     }
 }
 
@@ -242,7 +242,7 @@ extension Promise where T == ProcessOutput {
             return output
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task._cancel() })
+            validated.attachCancellation { task._cancel() }
         }
         return validated
     }

@@ -129,7 +129,7 @@ extension URLSession {
         // The completion handler holds the promise: nothing else may (`dataTask(…).done {…}`).
         let task = makeTask { result in promise.resolve(result) }
         let box = WeakTaskBox(task: task, promise: promise)
-        promise.attachCancellation(PromiseCancellation { box.cancel() })
+        promise.attachCancellation { box.cancel() }
         task.resume()
         return (promise, task)
     }
@@ -263,7 +263,7 @@ extension Promise where T == (data: Data, response: URLResponse) {
             return result
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task._cancel() })
+            validated.attachCancellation { task._cancel() }
         }
         return validated
     }
@@ -295,7 +295,7 @@ extension Promise where T == (saveLocation: URL, response: URLResponse) {
             return result
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation(PromiseCancellation { task._cancel() })
+            validated.attachCancellation { task._cancel() }
         }
         return validated
     }

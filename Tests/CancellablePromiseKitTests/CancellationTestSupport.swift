@@ -23,7 +23,7 @@ final class FakeTask<T>: @unchecked Sendable {
     init(attachedToPromise: Bool = true) {
         (promise, resolver) = Promise<T>.pending()
         if attachedToPromise {
-            promise.attachCancellation(PromiseCancellation { [weak self] in self?.cancel() })
+            promise.attachCancellation { [weak self] in self?.cancel() }
         }
     }
 
