@@ -6,9 +6,9 @@ import Dispatch
 // it is `package` (or internal and `@usableFromInline`): no public surface, PromiseKit 8's API
 // is unchanged.
 //
-// 1. `cancellize()` stops the real work. The code producing a promise attaches the task doing
-//    the work (`PromiseCancellation`, with `attachCancellation(_:)`); a cancellable wrapper
-//    reads it back (`_attachedCancellation`) and cancels it.
+// 1. `cancellize()` stops the real work. The code producing a promise attaches a closure that
+//    stops the task doing the work (`attachCancellation(_:)`, kept as a `PromiseCancellation`);
+//    a cancellable wrapper reads it back (`_attachedCancellation`) and cancels it.
 // 2. A chain's state lives beside its promises, not in them. Each pending promise holds one
 //    *attachment* (`PromiseAttachment`): a producer's task, or the storage of the cancellable
 //    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
@@ -39,8 +39,8 @@ import Dispatch
 // `_rejectAndDrain(_:)`, `addSettleHandler(_:)`, `register(owner:_:)`; Promise.swift,
 // Handlers.swift), the steps of a chain (`_generalStep`, `_map`, `_then`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks (`LockWord` and `lockWordLock(of:)`…, `Locked`,
-// `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer`'s and
-// `Guarantee`'s promise, `Result.swiftResult`, `DispatchTimeInterval.promiseSeconds`,
+// `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
+// `_promise`, `Guarantee(promise:)`, `Result.swiftResult`, `DispatchTimeInterval.promiseSeconds`,
 // `neverScheduledWork`.
 
 // MARK: - A producer's task (rule 1)
