@@ -50,7 +50,6 @@ struct CancelState {
 
     // MARK: Handles
 
-
     enum HandleRelease {
         /// Nothing more to do.
         case none
