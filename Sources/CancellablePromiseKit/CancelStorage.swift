@@ -5,11 +5,14 @@ import PromiseCore
 // The cancellation graph of cancellable chains.
 //
 // Objects and what keeps them alive:
-// - `CancelContext` is a *handle*: what users (and wrappers, finalizers, tokens, combinators)
-//   hold to be able to cancel a chain. Every `CancellablePromise` of a chain holds the same one.
+// - A *handle* is what must be held to be able to cancel a chain: any `CancellablePromise` of
+//   the chain, or a `CancelContext` (made only when asked for, one per chain while it lives).
+//   Links, finalizers, bags and `autoCancel` combinators hold a promise of the chain as their
+//   handle (`_CancelHandle`).
 // - `CancelStorage` is the chain's shared state, behind one lock: a `CancelState` (the state
 //   machine) whose `MemberTable` has a slot per pending promise of the chain. Handles count
-//   themselves in their storage; when the last handle goes away the chain is *abandoned*: its
+//   themselves in their storage, atomically (a promise going away takes no lock unless it is
+//   the last handle); when the last handle goes away the chain is *abandoned*: its
 //   members drop their promises, cancel closures and links (uncalled), so nothing but the work
 //   itself (a resolver, an upstream promise) keeps the promises alive, and abandoned work that
 //   nothing can settle is freed like any unreferenced promise.
