@@ -16,7 +16,7 @@ let package = Package(
         // The lock word of promises on Linux (a futex lock; see its header).
         .target(name: "CPromiseLock"),
         .target(name: "PromiseCore", dependencies: ["CPromiseLock"]),
-        .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore"]),
+        .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore", "CPromiseLock"]),
         .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
         .target(name: "PromiseTesting", dependencies: ["PromiseCore"]),
         .target(

@@ -75,3 +75,7 @@ void cpk_unlock_annotated(uint32_t *word) {
 #endif
 }
 #endif
+
+intptr_t cpk_counter_add(intptr_t *word, intptr_t delta) {
+    return __atomic_add_fetch(word, delta, __ATOMIC_ACQ_REL);
+}

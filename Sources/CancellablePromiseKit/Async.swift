@@ -66,7 +66,7 @@ extension CancellablePromise {
                 promise._rejectAndDrain(error)
             }
         }
-        self.init(member: promise, context: CancelContext(), cancel: { task.cancel() })
+        self.init(newChain: promise, cancel: { task.cancel() })
     }
 }
 

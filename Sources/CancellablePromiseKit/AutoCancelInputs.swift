@@ -8,28 +8,31 @@ import PromiseCore
 /// it is pending) and its place in that chain.
 @usableFromInline struct CancelInput {
     @usableFromInline let promise: AnyObject
-    @usableFromInline let context: CancelContext
+    /// The input's `CancellablePromise`: a handle of its chain.
+    @usableFromInline let handle: any _CancelHandle
+    @usableFromInline let storage: CancelStorage
     @usableFromInline let key: _CancelKey
 
-    @usableFromInline init(promise: AnyObject, context: CancelContext, key: _CancelKey) {
+    @usableFromInline init(promise: AnyObject, handle: any _CancelHandle, key: _CancelKey) {
         self.promise = promise
-        self.context = context
+        self.handle = handle
+        self.storage = handle._handleStorage
         self.key = key
     }
 
     /// Whether `other` is the same member of the same chain.
     func isSameMember(as other: CancelInput) -> Bool {
-        context.storage === other.context.storage && key == other.key
+        storage === other.storage && key == other.key
     }
 }
 
 extension CancellablePromise {
-    @inlinable var cancelInput: CancelInput { CancelInput(promise: promise, context: cancelContext, key: _key) }
+    @inlinable var cancelInput: CancelInput { CancelInput(promise: promise, handle: self, key: _key) }
 
     /// This promise as an input that the combinator reports as `reported` (a promise made from
     /// this one, such as its `asVoid()`, given to the combinator in its place).
     @inlinable func cancelInput(reporting reported: AnyObject) -> CancelInput {
-        CancelInput(promise: reported, context: cancelContext, key: _key)
+        CancelInput(promise: reported, handle: self, key: _key)
     }
 }
 
@@ -80,14 +83,14 @@ extension CancellablePromise {
         for loser in inputs {
             guard !loser.isSameMember(as: winner), loser.promise !== winnerPromise else { continue }
             // The winner's root is read again for each loser: a join may have moved it since.
-            loser.context.storage.cancelLoser(loser.key, winnerRoot: winner.context.storage.root)
+            loser.storage.cancelLoser(loser.key, winnerRoot: winner.storage.root)
         }
     }
 
     /// Cancels every input still pending: the cancel closure of the combinator's result.
     @usableFromInline func cancelAll() {
         guard let inputs = take() else { return }
-        for input in inputs { input.context.storage.cancel(ifListed: input.key) }
+        for input in inputs { input.storage.cancel(ifListed: input.key) }
     }
 }
 

@@ -31,10 +31,10 @@ struct CancelActions {
 
     init() {}
 
-    var isEmpty: Bool {
-        calls.isEmpty && singleCall == nil && released.isEmpty && !single.didSettle && links.isEmpty
-            && dropped.isEmpty && firstDropped == nil && notified.isEmpty && releasedStorages.isEmpty
-    }
+    /// Whether anything was recorded but `releasedStorages` (set by every method that records).
+    private var recorded = false
+
+    var isEmpty: Bool { !recorded && releasedStorages.isEmpty }
 
     /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
     /// with `error`, and takes its cancel closure and links (to call and follow if the promise
@@ -47,6 +47,7 @@ struct CancelActions {
         _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
         with error: any Error
     ) -> Bool {
+        recorded = true
         let body = taken.cancelBody
         let link = taken.link
         guard let target = taken.target else {
@@ -112,15 +113,19 @@ struct CancelActions {
     #endif
 
     private mutating func drop(_ released: MemberContents) {
+        recorded = true
         if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
     }
 
     mutating func notify(_ attachment: EarlierAttachment?) {
-        if let attachment { notified.append(attachment) }
+        guard let attachment else { return }
+        recorded = true
+        notified.append(attachment)
     }
 
     /// Cancels the chains `link` reaches (with `error`, or the error of this cancellation).
     mutating func follow(_ link: CancelLink, error: (any Error)? = nil) {
+        recorded = true
         if let error, linkError == nil { linkError = error }
         links.append(link)
     }
@@ -131,6 +136,7 @@ struct CancelActions {
     }
 
     mutating func call(_ body: @escaping () -> Void) {
+        recorded = true
         if singleCall == nil { singleCall = body } else { calls.append(body) }
     }
 

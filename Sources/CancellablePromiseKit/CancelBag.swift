@@ -48,9 +48,9 @@ import PromiseCore
 public final class CancelBag: Sendable {
     private enum Item {
         /// A chain's handle, until `promise` settles.
-        case chain(CancelContext, until: any CancelTarget)
+        case chain(any _CancelHandle, until: any CancelTarget)
         /// A chain's handle, until the promise listed as `key` in it settles.
-        case member(CancelContext, _CancelKey)
+        case member(any _CancelHandle, _CancelKey)
         case context(CancelContext)
         case request(CancellationRequest)
         case task(TaskEntry)
@@ -59,8 +59,9 @@ public final class CancelBag: Sendable {
         /// Cancels the work if it is still running.
         func cancel() {
             switch self {
-            case .chain(let context, let promise): if promise.isPending { context.cancel() }
-            case .member(let context, let key): context.storage.cancel(ifListed: key)
+            case .chain(let handle, let promise):
+                if promise.isPending { handle._handleStorage.cancel(with: boxedCancellation, at: .library) }
+            case .member(let handle, let key): handle._handleStorage.cancel(ifListed: key)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
             case .task(let entry): entry.cancel()
@@ -72,7 +73,7 @@ public final class CancelBag: Sendable {
         var isDone: Bool {
             switch self {
             case .chain(_, let promise): return !promise.isPending
-            case .member(let context, let key): return !context.storage.isListed(key)
+            case .member(let handle, let key): return !handle._handleStorage.isListed(key)
             case .context: return false
             case .request(let request): return request.token.isCompleted
             case .task(let entry): return entry.isFinished
@@ -161,7 +162,7 @@ public final class CancelBag: Sendable {
     }
 
     /// Holds `context` until `promise` settles.
-    func store<T>(_ context: CancelContext, until promise: Promise<T>) {
+    func store<T>(_ context: any _CancelHandle, until promise: Promise<T>) {
         // Not checked here whether `promise` has settled: a settled item is swept out later and
         // never cancelled, and storing stays one lock.
         insert(.chain(context, until: promise))
@@ -172,7 +173,7 @@ public final class CancelBag: Sendable {
     }
 
     /// Holds `context` until the promise listed as `key` in it settles.
-    func store(_ context: CancelContext, until key: _CancelKey) {
+    func store(_ context: any _CancelHandle, until key: _CancelKey) {
         insert(.member(context, key))
     }
 
@@ -221,7 +222,7 @@ extension CancellablePromise {
     /// download(url).done { data in self.show(data) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(cancelContext, until: _key)
+        bag.store(self, until: _key)
     }
 }
 
@@ -233,7 +234,7 @@ extension CancellableFinalizer {
     /// fetchUser().done { self.show($0) }.catch { self.show($0) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(cancelContext, until: promise)
+        bag.store(chain, until: promise)
     }
 }
 

@@ -27,14 +27,23 @@ import PromiseCore
 /// settled promises be freed.
 ///
 /// Thread-safe; cancelling twice, or cancelling a settled chain, does nothing more.
-public final class CancelContext: Sendable {
+public final class CancelContext: _CancelHandle, Sendable {
     @usableFromInline let storage: CancelStorage
 
     /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
     /// are cancelled together.
     public init() {
         storage = CancelStorage()
+        storage.adopt(self)
     }
+
+    /// A context of `storage`, which counted it as a handle already (see `CancelStorage.context`).
+    init(counted storage: CancelStorage) {
+        self.storage = storage
+    }
+
+    @usableFromInline var _handleStorage: CancelStorage { storage }
+    @usableFromInline var _handleContext: CancelContext { self }
 
     deinit {
         storage.releaseHandle()

@@ -26,22 +26,21 @@ struct _CancelMember {
     @inlinable
     func link<U: Thenable>(_ next: U, whileBodyRuns: Bool = true) {
         if let cancellable = next as? CancellablePromise<U.T> {
-            link(chainOf: cancellable.promise, { cancellable.cancelContext }, whileBodyRuns: whileBodyRuns)
+            link(chainOf: cancellable.promise, cancellable, whileBodyRuns: whileBodyRuns)
         } else if !(next is Guarantee<U.T>) {
             link(taskOf: next.asPromise(), whileBodyRuns: whileBodyRuns)
         }
     }
 
-    /// `link(_:)` for a returned `CancellablePromise`: its chain, held through its context,
-    /// asked for only if the promise is pending (a settled `.value(x)` makes none).
+    /// `link(_:)` for a returned `CancellablePromise`, `handle`: its chain, held through it, if
+    /// its promise is pending (a settled `.value(x)` is in no chain).
     @usableFromInline
-    func link(chainOf promise: any CancelTarget, _ contextOf: () -> CancelContext, whileBodyRuns: Bool) {
+    func link(chainOf promise: any CancelTarget, _ handle: any _CancelHandle, whileBodyRuns: Bool) {
         guard promise.isPending else { return }
-        let context = contextOf()
         // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
         // its own handle would keep the chain cancellable for ever.
-        guard !context.storage.isSameChain(as: storage) else { return }
-        storage.link(key, .chain(context), whileBodyRuns: whileBodyRuns)
+        guard !handle._handleStorage.isSameChain(as: storage) else { return }
+        storage.link(key, .chain(handle), whileBodyRuns: whileBodyRuns)
     }
 
     /// `link(_:)` for another returned promise: the task its producer attached, if any.

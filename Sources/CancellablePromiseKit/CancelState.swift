@@ -24,9 +24,6 @@ struct CancelState {
     }
 
     private(set) var phase = Phase.active
-    /// Live handles: `CancelContext`s of this storage, and storages forwarding here that still
-    /// have handles of their own. Starts with the handle that creates the storage.
-    private var handles = 1
     /// The storages a root absorbed (directly or through the storages it absorbed), while it is
     /// active: their tables list members of this chain too. Emptied when the chain is cancelled
     /// or abandoned (nothing lists then), which also ends the cycle with their `next`.
@@ -63,12 +60,10 @@ struct CancelState {
         case release(CancelStorage)
     }
 
-    /// A handle of this storage went away. Decides whether the chain is abandoned now, or, for an
-    /// absorbed storage, whether it stops counting as a handle of the one it forwards to.
-    mutating func releaseHandle() -> HandleRelease {
-        precondition(handles > 0, "CancelContext: a handle was released twice")
-        handles -= 1
-        guard handles == 0 else { return .none }
+    /// The last handle of this storage went away (its count, kept atomically by the storage,
+    /// reached zero; it never rises again). Decides whether the chain is abandoned now, or, for
+    /// an absorbed storage, that it stops counting as a handle of the one it forwards to.
+    mutating func lastHandleReleased() -> HandleRelease {
         switch phase {
         case .active:
             phase = .abandoned
@@ -145,7 +140,7 @@ struct CancelState {
     ) -> JoinOutcome {
         switch phase {
         case .active:
-            handles += 1
+            // The caller counts the absorbed storage as a handle of this one.
             other.phase = .forwarded(next: storage, holding: storage)
             // Appended in place: a join allocates nothing but the list's amortised growth.
             absorbed.append(contentsOf: other.absorbed)

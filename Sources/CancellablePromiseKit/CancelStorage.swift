@@ -1,14 +1,18 @@
+internal import CPromiseLock
 import Dispatch
 import PromiseCore
 
 // The cancellation graph of cancellable chains.
 //
 // Objects and what keeps them alive:
-// - `CancelContext` is a *handle*: what users (and wrappers, finalizers, tokens, combinators)
-//   hold to be able to cancel a chain. Every `CancellablePromise` of a chain holds the same one.
+// - A *handle* is what must be held to be able to cancel a chain: any `CancellablePromise` of
+//   the chain, or a `CancelContext` (made only when asked for, one per chain while it lives).
+//   Links, finalizers, bags and `autoCancel` combinators hold a promise of the chain as their
+//   handle (`_CancelHandle`).
 // - `CancelStorage` is the chain's shared state, behind one lock: a `CancelState` (the state
 //   machine) whose `MemberTable` has a slot per pending promise of the chain. Handles count
-//   themselves in their storage; when the last handle goes away the chain is *abandoned*: its
+//   themselves in their storage, atomically (a promise going away takes no lock unless it is
+//   the last handle); when the last handle goes away the chain is *abandoned*: its
 //   members drop their promises, cancel closures and links (uncalled), so nothing but the work
 //   itself (a resolver, an upstream promise) keeps the promises alive, and abandoned work that
 //   nothing can settle is freed like any unreferenced promise.
@@ -47,9 +51,17 @@ import PromiseCore
 /// promises. Never exposed: users hold `CancelContext` handles.
 @usableFromInline
 final class CancelStorage: PromiseAttachment, @unchecked Sendable {
-    // @unchecked: `state` is only touched with the lock held, `members` with the root's.
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    // @unchecked: `state` is only touched with the lock held, `members` with the root's,
+    // `handleWord` only atomically.
+    // The lock word must remain the first stored property (see PromiseCore's Lock.swift), the
+    // handle count the second (`handleCountPointer`).
     private var lockWord = LockWord()
+    /// Live handles: `CancellablePromise`s and `CancelContext`s of this storage, and storages
+    /// forwarding here that still have handles of their own. Starts with the handle that
+    /// creates the storage. Updated atomically through `handleCountPointer`, never read or
+    /// written as a Swift property after `init`: a promise going away costs one atomic
+    /// decrement, and the lock is taken only by the last handle.
+    private var handleWord = 1
     /// Guarded by this storage's own lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state = CancelState()
     /// This storage's members, guarded by its root's lock: its own while it is a root, the lock
@@ -57,8 +69,13 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// `state`: the two are guarded by different locks then, and an access to a field is an
     /// access to the whole variable (as ThreadSanitizer sees it).
     @exclusivity(unchecked) private var members = MemberTable()
+    /// The context `context()` handed out, while it lives: every promise of the chain made here
+    /// returns the same one. Guarded by this storage's own lock.
+    @exclusivity(unchecked) private weak var publicContext: CancelContext?
 
-    init() {}
+    /// A storage whose first handle is its creator (a `CancelContext` or the chain's first
+    /// `CancellablePromise`).
+    @usableFromInline init() {}
 
     deinit {
         lockWordDestroy(of: self)
@@ -68,6 +85,29 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// `lockWordPointer` assumes.
     func _storedLockWordAddress() -> UnsafeMutableRawPointer {
         withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+    }
+
+    /// The address of the handle count: the stored property after the lock word.
+    @inline(__always) private var handleCountPointer: UnsafeMutablePointer<Int> {
+        UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+            .advanced(by: CancelStorage.handleWordOffset)
+            .assumingMemoryBound(to: Int.self)
+    }
+
+    /// Offset of `handleWord`: after the object header and the lock word, aligned for an `Int`.
+    private static let handleWordOffset: Int = {
+        let header = 2 * MemoryLayout<UnsafeRawPointer>.size
+        let lockAlign = MemoryLayout<LockWord>.alignment
+        let lockEnd = (header + lockAlign - 1) / lockAlign * lockAlign + MemoryLayout<LockWord>.size
+        let align = MemoryLayout<Int>.alignment
+        return (lockEnd + align - 1) / align * align
+    }()
+
+    /// The addresses of the stored handle count as Swift sees it and as `handleCountPointer`
+    /// computes it; for the test of the offset.
+    func _handleWordAddresses() -> (stored: UnsafeMutableRawPointer, computed: UnsafeMutableRawPointer) {
+        let stored = withUnsafeMutablePointer(to: &handleWord) { UnsafeMutableRawPointer($0) }
+        return (stored, UnsafeMutableRawPointer(handleCountPointer))
     }
 
     @inline(__always) private func lock() { lockWordLock(of: self) }
@@ -112,9 +152,9 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     private static func finish(_ actions: inout CancelActions) {
         while let link = actions.nextLink() {
             switch link {
-            case .chain(let context):
+            case .chain(let handle):
                 let error = actions.linkError ?? boxedCancellation
-                let root = context.storage.lockRoot()
+                let root = handle._handleStorage.lockRoot()
                 if root === actions.excludedRoot {
                     root.unlock()
                     continue
@@ -287,23 +327,56 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     /// Lists the step reserved as `key`, whose promise `target` was made with this storage as
     /// its attachment, or settles the matter at once if it has settled or the chain was
-    /// cancelled or abandoned.
+    /// cancelled or abandoned; counts the step's `CancellablePromise` as a new handle.
     @usableFromInline func _list(_ key: _CancelKey, target: any CancelTarget) {
         var actions = CancelActions()
         let root = lockRoot()
         members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
         noteIfEmptied(under: root)
         root.unlock()
+        addHandle()
         if !actions.isEmpty { CancelStorage.finish(&actions) }
+    }
+
+    // MARK: Handles
+
+    /// Counts a new handle of this storage, made from an existing one (so the count is not zero:
+    /// a chain whose last handle went away never gets one again).
+    @inline(__always)
+    func addHandle() {
+        let count = cpk_counter_add(handleCountPointer, 1)
+        precondition(count > 1, "CancelStorage.addHandle: the chain has no handle left to make one from")
+    }
+
+    /// Makes `context`, this new storage's creator, the context its promises return.
+    func adopt(_ context: CancelContext) {
+        lock()
+        publicContext = context
+        unlock()
+    }
+
+    /// The chain's public context: the one handed out before if it is still alive, so that
+    /// every promise of the chain returns the same, or a new one (a new handle).
+    func context() -> CancelContext {
+        lock()
+        defer { unlock() }
+        if let context = publicContext { return context }
+        addHandle()
+        let context = CancelContext(counted: self)
+        publicContext = context
+        return context
     }
 
     /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
     /// following `upstream`, with `cancel` to stop its task; or settles the matter at once if
     /// the promise has settled or the chain was cancelled or abandoned. One lock: the promise's
     /// lock is taken under it to attach.
+    /// `addingHandle`: the new member's `CancellablePromise` is a new handle of this storage
+    /// (not its creator, which the storage counts from the start).
     @usableFromInline func _add(
-        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?
+        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?, addingHandle: Bool
     ) -> _CancelKey {
+        if addingHandle { addHandle() }
         var actions = CancelActions()
         let root = lockRoot()
         let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
@@ -354,14 +427,18 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// A handle of this storage went away (see `CancelState.releaseHandle`).
-    func releaseHandle() {
+    /// A handle of this storage went away: one atomic decrement, and for the last handle the
+    /// decision of `CancelState.lastHandleReleased` under the lock.
+    @usableFromInline func releaseHandle() {
         var storage: CancelStorage? = self
         while let current = storage {
             storage = nil
+            let remaining = cpk_counter_add(current.handleCountPointer, -1)
+            precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
+            guard remaining == 0 else { return }
             var actions = CancelActions()
             current.lock()
-            switch current.state.releaseHandle() {
+            switch current.state.lastHandleReleased() {
             case .none:
                 break
             case .abandoned(let group):
@@ -382,7 +459,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     ///
     /// The only place that holds two storage locks: both roots, taken in address order (so two
     /// joins cannot deadlock), so that the direction is decided while neither can change.
-    func join(_ other: CancelStorage) {
+    @usableFromInline func join(_ other: CancelStorage) {
         while true {
             let a = root, b = other.root
             if a === b { return }
@@ -396,6 +473,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             switch outcome {
             case .joined:
                 let (root, absorbed) = a.state.isActive ? (a, b) : (b, a)
+                // The absorbed storage counts as a handle of its root while it has handles.
+                root.addHandle()
                 absorbed.members.isInRootsList = true
                 actions.releasedStorages = root.state.pruneAbsorbed { storage in
                     guard storage.members.inUse == 0 else { return false }

@@ -11,14 +11,14 @@ extension CancellablePromise {
     /// Reserves a member for a step that follows this promise in the chain.
     @inlinable
     func nextMember(isObserver: Bool = false) -> _CancelMember {
-        let storage = cancelContext.storage
+        let storage = _chainStorage
         return _CancelMember(storage: storage, key: storage._reserve(upstream: _key, isObserver: isObserver))
     }
 
     /// Wraps a step of this chain (one made without the storage as its attachment).
     @inlinable
     func chained<U>(_ step: Promise<U>) -> CancellablePromise<U> {
-        CancellablePromise<U>(member: step, context: cancelContext, upstream: _key, cancel: nil)
+        CancellablePromise<U>(member: step, storage: _chainStorage, newChain: false, upstream: _key, cancel: nil)
     }
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
@@ -31,7 +31,7 @@ extension CancellablePromise {
     @inlinable
     func step<U>(_ make: (_CancelMember) -> Promise<U>) -> CancellablePromise<U> {
         let member = nextMember()
-        return CancellablePromise<U>(step: make(member), context: cancelContext, key: member.key)
+        return CancellablePromise<U>(step: make(member), storage: member.storage, key: member.key)
     }
 
     /// Wraps an observer step (`ensure`, `ensureThen`, `tap`): a cancellation does not reject
@@ -40,7 +40,7 @@ extension CancellablePromise {
     @inlinable
     func observer(_ make: (_CancelMember) -> Promise<T>) -> CancellablePromise<T> {
         let member = nextMember(isObserver: true)
-        return CancellablePromise<T>(step: make(member), context: cancelContext, key: member.key)
+        return CancellablePromise<T>(step: make(member), storage: member.storage, key: member.key)
     }
 
     /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
@@ -179,7 +179,7 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) -> Void
     ) -> CancellableFinalizer {
-        CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body)._promise, context: cancelContext)
+        CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body)._promise, chain: self)
     }
 
     /// Recovers from a rejection with the thenable `body` returns (while this chain waits on a
@@ -338,7 +338,7 @@ extension Thenable {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
-        CancellablePromise<T>(member: asPromise()._mirror(), context: CancelContext(), cancel: nil)
+        CancellablePromise<T>(newChain: asPromise()._mirror(), cancel: nil)
             .then(on: on, flags: flags, body)
     }
 }
@@ -348,40 +348,43 @@ public final class CancellableFinalizer: Sendable {
     /// The `catch` step that ends the chain.
     @usableFromInline let promise: Promise<Void>
 
-    /// The chain's context.
-    public let cancelContext: CancelContext
+    /// A handle of the chain: the promise `catch` was called on.
+    @usableFromInline let chain: any _CancelHandle
 
-    @usableFromInline init(_ promise: Promise<Void>, context: CancelContext) {
+    @usableFromInline init(_ promise: Promise<Void>, chain: any _CancelHandle) {
         self.promise = promise
-        self.cancelContext = context
+        self.chain = chain
     }
+
+    /// The chain's context (made on first use; the same one its promises return).
+    public var cancelContext: CancelContext { chain._handleContext }
 
     /// Cancels the chain.
     public func cancel(file: StaticString = #fileID, line: UInt = #line) {
-        cancelContext.cancel(file: file, line: line)
+        chain._handleStorage.cancel(with: boxedCancellation, at: CancelSite(file: file, line: line))
     }
 
     /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
     @_disfavoredOverload
-    public func cancel() { cancelContext.storage.cancel(with: boxedCancellation, at: .library) }
+    public func cancel() { chain._handleStorage.cancel(with: boxedCancellation, at: .library) }
 
     /// Cancels the chain with `error`.
     public func cancel(with error: Error, file: StaticString = #fileID, line: UInt = #line) {
-        cancelContext.cancel(with: error, file: file, line: line)
+        chain._handleStorage.cancel(with: error, at: CancelSite(file: file, line: line))
     }
 
     /// ``cancel(with:file:line:)`` without a call site, for code that names the method
     /// exactly (a protocol requirement, a function reference).
     @_disfavoredOverload
     public func cancel(with error: Error) {
-        cancelContext.storage.cancel(with: error, at: .library)
+        chain._handleStorage.cancel(with: error, at: .library)
     }
 
     /// `true` once the chain was cancelled.
-    public var isCancelled: Bool { cancelContext.isCancelled }
+    public var isCancelled: Bool { chain._handleStorage.cancelledError != nil }
 
     /// The same as `isCancelled` (PromiseKit 7's name).
-    public var cancelAttempted: Bool { cancelContext.isCancelled }
+    public var cancelAttempted: Bool { isCancelled }
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done,
     /// cancelled or not. Returns the chain's context.

@@ -27,8 +27,8 @@ import PromiseCore
 /// }
 /// download.cancel()   // the task is cancelled, `download` rejects with .cancelled
 /// ```
-public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Sendable {
-    // @unchecked: every stored property is immutable but `_lateContextStorage`, guarded by `promise`'s
+public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @unchecked Sendable {
+    // @unchecked: every stored property is immutable but `_contextCache`, guarded by `promise`'s
     // lock; `T` need not be `Sendable`, as for `Promise` (values cross threads only through the
     // promise's own synchronisation).
     /// The wrapped promise: it settles exactly as this promise does. A chain continued from it
@@ -36,71 +36,104 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     public let promise: Promise<T>
 
     /// The context shared by this promise's chain; cancel it to cancel the chain. Holding it
-    /// keeps the chain cancellable (see ``CancelContext``).
-    @inlinable public var cancelContext: CancelContext {
-        if let context = _context { return context }
-        return _lateContext()
-    }
-
-    /// The context of a promise made in one (every promise made pending); `nil` for a promise
-    /// made settled (`value(_:)`, `init(error:)`), which is in no chain until asked for its
-    /// context: a returned `.value(x)` costs no context.
-    @usableFromInline let _context: CancelContext?
-
-    /// The context made on first use for a promise made settled. Guarded by `promise`'s lock.
-    @exclusivity(unchecked) @usableFromInline var _lateContextStorage: CancelContext?
-
-    /// The context of a promise made settled, made on first use. Inlinable, so that a caller
-    /// sees that it does not let the wrapper escape (a wrapper that does not escape is kept on
-    /// the stack).
-    @inlinable func _lateContext() -> CancelContext {
+    /// keeps the chain cancellable (see ``CancelContext``). Every promise of a chain returns the
+    /// same context while one is held; the context is made when first asked for (a chain that
+    /// is never asked for it costs no context object: its promises are its handles).
+    public var cancelContext: CancelContext {
+        promise._lockForWrapper()
+        let cached = _contextCache
+        promise._unlockForWrapper()
+        if let cached { return cached }
+        // Asked for outside the promise's lock: a storage lock is never taken under one.
+        let context = _storage?.context() ?? CancelContext()
         promise._lockForWrapper()
         defer { promise._unlockForWrapper() }
-        if let context = _lateContextStorage { return context }
-        let context = CancelContext()
-        _lateContextStorage = context
+        if let cached = _contextCache { return cached }
+        _contextCache = context
         return context
     }
 
-    /// The context if there is one already (without making one for a promise made settled).
-    private var existingContext: CancelContext? {
-        if let context = _context { return context }
+    /// The storage of this promise's chain, which counts this promise as one of its handles
+    /// (see `_CancelHandle`); `nil` for a promise made settled (`value(_:)`, `init(error:)`),
+    /// which is in no chain until asked for its context: a returned `.value(x)` costs no
+    /// storage.
+    @usableFromInline let _storage: CancelStorage?
+
+    /// The context this promise returns as `cancelContext`: the one it was made in, if given
+    /// (`cancellize(cancelContext:)`), or the one made on first use. Guarded by `promise`'s lock.
+    @exclusivity(unchecked) @usableFromInline var _contextCache: CancelContext?
+
+    /// The storage of this promise's chain, made (with a context) for a promise made settled.
+    @inlinable var _chainStorage: CancelStorage {
+        if let storage = _storage { return storage }
+        return cancelContext.storage
+    }
+
+    @usableFromInline var _handleStorage: CancelStorage { _chainStorage }
+    @usableFromInline var _handleContext: CancelContext { cancelContext }
+
+    /// The storage if there is one already (without making one).
+    private var existingStorage: CancelStorage? {
+        if let storage = _storage { return storage }
         promise._lockForWrapper()
         defer { promise._unlockForWrapper() }
-        return _lateContextStorage
+        return _contextCache?.storage
     }
 
     /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
     /// has left the chain).
     @usableFromInline let _key: _CancelKey
 
-    /// Makes `promise` a member of `context`, following `upstream` (a member of the same
-    /// context), if any; `cancel` stops its task. If `promise` has settled already there is
-    /// nothing to cancel and nothing is listed.
-    @inlinable
-    init(member promise: Promise<T>, context: CancelContext, upstream: _CancelKey? = nil, cancel: (() -> Void)?) {
-        self.promise = promise
-        self._context = context
-        self._key = context.storage._add(promise, upstream: upstream, cancel: cancel)
+    deinit {
+        _storage?.releaseHandle()
     }
 
-    /// Wraps `promise`, made settled: nothing to cancel, nothing listed, and no context until
-    /// one is asked for.
+    /// Makes `promise` a member of `storage`'s chain, following `upstream` (a member of the same
+    /// chain), if any; `cancel` stops its task. If `promise` has settled already there is
+    /// nothing to cancel and nothing is listed. `newChain`: `storage` was just made for this
+    /// promise, its first handle; otherwise this promise is a new handle of it. `context`: the
+    /// context to return as `cancelContext` (a user's, of `cancellize(cancelContext:)`).
+    @inlinable
+    init(
+        member promise: Promise<T>, storage: CancelStorage, newChain: Bool, context: CancelContext? = nil,
+        upstream: _CancelKey? = nil, cancel: (() -> Void)?
+    ) {
+        self.promise = promise
+        self._storage = storage
+        self._contextCache = context
+        self._key = storage._add(promise, upstream: upstream, cancel: cancel, addingHandle: !newChain)
+    }
+
+    /// Makes `promise` the first member of a new chain; `cancel` stops its task.
+    @inlinable
+    convenience init(newChain promise: Promise<T>, cancel: (() -> Void)?) {
+        self.init(member: promise, storage: CancelStorage(), newChain: true, cancel: cancel)
+    }
+
+    /// Makes `promise` a member of `context`'s chain (a new handle of it), returning `context`
+    /// as its `cancelContext`.
+    @inlinable
+    convenience init(member promise: Promise<T>, context: CancelContext, cancel: (() -> Void)?) {
+        self.init(member: promise, storage: context.storage, newChain: false, context: context, cancel: cancel)
+    }
+
+    /// Wraps `promise`, made settled: nothing to cancel, nothing listed, and no chain until a
+    /// context is asked for.
     @inlinable
     init(settled promise: Promise<T>) {
         self.promise = promise
-        self._context = nil
+        self._storage = nil
         self._key = .none
     }
 
-    /// Makes `promise`, a step made with `context`'s storage as its attachment and `key` (just
-    /// reserved) as its key, a member of `context`.
+    /// Makes `promise`, a step made with `storage` as its attachment and `key` (just reserved)
+    /// as its key, a member of `storage`'s chain (a new handle of it).
     @inlinable
-    init(step promise: Promise<T>, context: CancelContext, key: _CancelKey) {
+    init(step promise: Promise<T>, storage: CancelStorage, key: _CancelKey) {
         self.promise = promise
-        self._context = context
+        self._storage = storage
         self._key = key
-        context.storage._list(key, target: promise)
+        storage._list(key, target: promise)
     }
 
     // MARK: Creating
@@ -121,7 +154,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         } catch {
             resolver.reject(error)
         }
-        self.init(member: promise, context: CancelContext(), cancel: cancel)
+        self.init(newChain: promise, cancel: cancel)
     }
 
     /// Wraps an existing promise and the function that cancels its task.
@@ -131,7 +164,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// `promise` with an error of its own.
     @inlinable
     public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
-        self.init(member: promise._mirror(), context: CancelContext(), cancel: cancel)
+        self.init(newChain: promise._mirror(), cancel: cancel)
     }
 
     /// Builds a cancellable task out of other promises. `body` runs at once with
@@ -162,8 +195,10 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
         } catch {
             output = Promise(error: error)
         }
-        self.init(member: output, context: CancelContext()) { signal.cancel() }
-        if let inner { _CancelMember(storage: cancelContext.storage, key: _key).link(inner, whileBodyRuns: false) }
+        self.init(newChain: output) { signal.cancel() }
+        if let inner, let storage = _storage {
+            _CancelMember(storage: storage, key: _key).link(inner, whileBodyRuns: false)
+        }
     }
 
     /// Makes a cancellable promise bound to `bridge`, in `cancelContext` (a new context by
@@ -183,21 +218,28 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     @inlinable
     public convenience init<U: Thenable>(_ bridge: U, cancelContext: CancelContext? = nil) where U.T == T {
         if let chain = bridge as? CancellablePromise<T> {
-            if let cancelContext, cancelContext !== chain.cancelContext { cancelContext.join(chain.cancelContext) }
-            self.init(member: chain.promise._mirror(), context: chain.cancelContext, upstream: chain._key, cancel: nil)
+            let storage = chain._chainStorage
+            if let cancelContext { cancelContext.storage.join(storage) }
+            self.init(
+                member: chain.promise._mirror(), storage: storage, newChain: false, upstream: chain._key, cancel: nil)
             return
         }
-        let context = cancelContext ?? CancelContext()
+        let storage = cancelContext?.storage ?? CancelStorage()
+        let newChain = cancelContext == nil
         if let guarantee = bridge as? Guarantee<T> {
             let task = guarantee.asPromise()._attachedCancellation
-            self.init(member: guarantee.asPromise()._mirror(), context: context, cancel: task?._cancel)
+            self.init(
+                member: guarantee.asPromise()._mirror(), storage: storage, newChain: newChain, context: cancelContext,
+                cancel: task?._cancel)
             return
         }
         let source = bridge.asPromise()
         if let task = source._attachedCancellation {
-            self.init(member: source, context: context, cancel: task._cancel)
+            self.init(
+                member: source, storage: storage, newChain: newChain, context: cancelContext, cancel: task._cancel)
         } else {
-            self.init(member: source._mirror(), context: context, cancel: nil)
+            self.init(
+                member: source._mirror(), storage: storage, newChain: newChain, context: cancelContext, cancel: nil)
         }
     }
 
@@ -218,7 +260,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     @inlinable
     public static func pending() -> (promise: CancellablePromise<T>, resolver: Resolver<T>) {
         let (promise, resolver) = Promise<T>.pending()
-        return (CancellablePromise(member: promise, context: CancelContext(), cancel: nil), resolver)
+        return (CancellablePromise(newChain: promise, cancel: nil), resolver)
     }
 
     // MARK: Cancelling
@@ -227,36 +269,36 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, @unchecked Senda
     /// with `CancellablePromiseError.cancelled`. Any thread, any number of times. `file` and
     /// `line` record where the chain was cancelled, shown by `debugDescription`.
     public func cancel(file: StaticString = #fileID, line: UInt = #line) {
-        cancelContext.cancel(file: file, line: line)
+        _chainStorage.cancel(with: boxedCancellation, at: CancelSite(file: file, line: line))
     }
 
     /// ``cancel(file:line:)`` without a call site: the `Cancellable` requirement.
     @_disfavoredOverload
     public func cancel() {
-        cancelContext.storage.cancel(with: boxedCancellation, at: .library)
+        _chainStorage.cancel(with: boxedCancellation, at: .library)
     }
 
     /// Cancels the chain, rejecting pending promises with `error`.
     public func cancel(with error: Error, file: StaticString = #fileID, line: UInt = #line) {
-        cancelContext.cancel(with: error, file: file, line: line)
+        _chainStorage.cancel(with: error, at: CancelSite(file: file, line: line))
     }
 
     /// ``cancel(with:file:line:)`` without a call site, for code that names the method
     /// exactly (a protocol requirement, a function reference).
     @_disfavoredOverload
     public func cancel(with error: Error) {
-        cancelContext.storage.cancel(with: error, at: .library)
+        _chainStorage.cancel(with: error, at: .library)
     }
 
     /// `true` once cancellation was requested for this promise or its chain, whether or not it
     /// was still pending (as `Task.isCancelled`).
-    public var isCancelled: Bool { existingContext?.isCancelled ?? false }
+    public var isCancelled: Bool { existingStorage?.cancelledError != nil }
 
     /// The same as `isCancelled` (PromiseKit 7's name).
     public var cancelAttempted: Bool { isCancelled }
 
     /// The error the chain was cancelled with, if it was.
-    public var cancelledError: Error? { existingContext?.cancelledError }
+    public var cancelledError: Error? { existingStorage?.cancelledError }
 
     // MARK: Thenable
 
@@ -353,9 +395,7 @@ extension Thenable {
     @inlinable
     public func cancellize(cancelContext: CancelContext? = nil) -> CancellablePromise<T> {
         if let cancellable = self as? CancellablePromise<T> {
-            if let cancelContext, cancelContext !== cancellable.cancelContext {
-                cancelContext.join(cancellable.cancelContext)
-            }
+            if let cancelContext { cancelContext.storage.join(cancellable._chainStorage) }
             return cancellable
         }
         return CancellablePromise(self, cancelContext: cancelContext)

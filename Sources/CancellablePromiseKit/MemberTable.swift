@@ -152,20 +152,24 @@ struct MemberTable {
     mutating func reserve(upstream: _CancelKey?, isObserver: Bool, cancelBody: (() -> Void)?) -> _CancelKey {
         let generation = nextGeneration
         nextGeneration &+= 1
-        var slot = Slot(state: .reserved, generation: generation, isObserver: isObserver, upstream: upstream)
-        slot.contents.cancelBody = cancelBody
         let index: Int
         if let reused = popFreeSlot() {
             index = reused
-            withSlot(index) { $0 = slot }
         } else if slotCount == 0 {
             index = 0
-            first = slot
             slotCount = 1
         } else {
             index = slotCount
-            rest.append(slot)
+            rest.append(.empty)
             slotCount += 1
+        }
+        // Filled in place: a free slot is empty, so nothing is copied or released.
+        withSlot(index) { slot in
+            slot.state = .reserved
+            slot.generation = generation
+            slot.isObserver = isObserver
+            slot.upstream = upstream
+            slot.contents.cancelBody = cancelBody
         }
         inUse += 1
         return _CancelKey(index: UInt32(index), generation: generation)
@@ -262,7 +266,7 @@ struct MemberTable {
     /// Lists the member reserved as `key`, whose promise is `target`, in a chain whose root is
     /// in `phase`; `home` is this table's storage.
     mutating func list(
-        _ key: _CancelKey, target: any CancelTarget, phase: CancelState.Phase, home: CancelStorage,
+        _ key: _CancelKey, target: any CancelTarget, phase: borrowing CancelState.Phase, home: CancelStorage,
         into actions: inout CancelActions
     ) {
         let index = Int(key.index)

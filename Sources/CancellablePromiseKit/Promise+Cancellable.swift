@@ -146,7 +146,7 @@ extension CancellablePromise {
         } catch {
             resolver.reject(error)
         }
-        self.init(member: promise, context: CancelContext(), cancel: cancellable.map { task in { task.cancel() } })
+        self.init(newChain: promise, cancel: cancellable.map { task in { task.cancel() } })
     }
 
     /// Wraps `promise`, resolved through `resolver`, and the task producing it: cancelling the
@@ -163,7 +163,7 @@ extension CancellablePromise {
             cancellable?.cancel()
             resolver.reject(CancellablePromiseError.cancelled)
         }
-        self.init(member: promise._mirror(), context: CancelContext(), cancel: cancel)
+        self.init(newChain: promise._mirror(), cancel: cancel)
     }
 
     /// A cancellable promise rejected with `error`. It has settled, so `cancellable` is never
@@ -202,7 +202,7 @@ extension CancellablePromise {
     /// ```
     public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
         guard cancellable != nil || reject != nil else { return }
-        let storage = cancelContext.storage
+        let storage = _chainStorage
         // Read when the closure runs: the chain's error is recorded before links are followed.
         let cancel = { [weak storage] in
             cancellable?.cancel()
@@ -217,7 +217,7 @@ extension CancellablePromise {
     /// cancels both (as ``CancelContext`` joins do), from any thread. If one of them was
     /// cancelled already, the other is cancelled at once, with that error, on this thread.
     public func appendCancelContext<U>(from other: CancellablePromise<U>) {
-        if other.cancelContext !== cancelContext { cancelContext.join(other.cancelContext) }
+        _chainStorage.join(other._chainStorage)
     }
 }
 
@@ -226,5 +226,5 @@ extension CancellablePromise {
 extension CancellableFinalizer {
     /// The error the chain was cancelled with, if it was (as
     /// `CancellablePromise.cancelledError`).
-    public var cancelledError: Error? { cancelContext.cancelledError }
+    public var cancelledError: Error? { chain._handleStorage.cancelledError }
 }

@@ -63,12 +63,12 @@ func race<T>(
     guard autoCancel else {
         let all = promises.mapThroughBuffer { $0.promise }
         let winner = fulfilledOnly ? PromiseCore.race(fulfilled: all) : PromiseCore.race(all)
-        return CancellablePromise(member: winner, context: CancelContext(), cancel: nil)
+        return CancellablePromise(newChain: winner, cancel: nil)
     }
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
     let cores = promises.mapThroughBuffer { $0.promise }
     let winner = PromiseCore._race(reportingWinner: cores, fulfilledOnly: fulfilledOnly) { settled in
         inputs.cancelLosers(winner: settled)
     }
-    return CancellablePromise(member: winner, context: CancelContext(), cancel: inputs.cancelAll)
+    return CancellablePromise(newChain: winner, cancel: inputs.cancelAll)
 }

@@ -130,7 +130,8 @@ extension CancellablePromise {
     public func timeout(
         seconds: TimeInterval, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> CancellablePromise<T> {
-        let source = cancelContext
+        // The timer holds this promise, a handle of its chain, so it can cancel the chain.
+        let source = self
         let output = Promise<T>._makePending()
         let timer = scheduler.scheduleTimer(seconds: seconds) {
             let error = PromiseTimeoutError(seconds: seconds)
@@ -141,9 +142,8 @@ extension CancellablePromise {
             timer.cancel()
             output.resolve(result)
         }
-        let context = CancelContext()
-        let timed = CancellablePromise(member: output, context: context) { timer.cancel() }
-        _CancelMember(storage: context.storage, key: timed._key).link(self, whileBodyRuns: false)
+        let timed = CancellablePromise(newChain: output) { timer.cancel() }
+        _CancelMember(storage: timed._chainStorage, key: timed._key).link(self, whileBodyRuns: false)
         return timed
     }
 }

@@ -188,12 +188,11 @@ func when<T, R>(
     finish: (Promise<[T]>) -> Promise<R>
 ) -> CancellablePromise<R> {
     guard autoCancel else {
-        return CancellablePromise(
-            member: finish(PromiseCore.when(fulfilled: promises)), context: CancelContext(), cancel: nil)
+        return CancellablePromise(newChain: finish(PromiseCore.when(fulfilled: promises)), cancel: nil)
     }
     let inputs = AutoCancelInputs(inputs())
     let all = _when(fulfilledReportingRejection: promises) { rejected in inputs.cancelLosers(winner: rejected) }
-    return CancellablePromise(member: finish(all), context: CancelContext(), cancel: inputs.cancelAll)
+    return CancellablePromise(newChain: finish(all), cancel: inputs.cancelAll)
 }
 
 /// `when(fulfilled:)` whose cancellation cancels every input, while a rejection leaves the
@@ -202,7 +201,7 @@ func when<T, R>(
 func whenAll<T>(_ promises: [CancellablePromise<T>]) -> CancellablePromise<[T]> {
     let inputs = AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput })
     let all = PromiseCore.when(fulfilled: promises.mapThroughBuffer { $0.promise })
-    return CancellablePromise(member: all, context: CancelContext(), cancel: inputs.cancelAll)
+    return CancellablePromise(newChain: all, cancel: inputs.cancelAll)
 }
 
 /// Waits for every input to settle and fulfils with their results in order (it rejects only
@@ -215,7 +214,7 @@ public func when<T>(
 {
     let all = when(resolved: promises.mapThroughBuffer { $0.promise })
     let inputs = autoCancel ? AutoCancelInputs(promises.mapThroughBuffer { $0.cancelInput }) : nil
-    return CancellablePromise(member: all.asPromise(), context: CancelContext(), cancel: inputs?.cancelAll)
+    return CancellablePromise(newChain: all.asPromise(), cancel: inputs?.cancelAll)
 }
 
 /// Variadic form of ``when(resolved:autoCancel:)``.
@@ -247,7 +246,7 @@ public func when<It: IteratorProtocol, T>(
     all.pipe { result in
         if case .rejected = result { generation.stop() }
     }
-    return CancellablePromise(member: all, context: CancelContext(), cancel: generation.stop)
+    return CancellablePromise(newChain: all, cancel: generation.stop)
 }
 
 /// The inputs generated so far by `when(fulfilled:concurrently:)`, and whether to go on.
@@ -267,7 +266,7 @@ private final class Generation: Sendable {
             defer { state.inputs = [] }
             return state.inputs
         }
-        for input in inputs { input.context.storage.cancel(ifListed: input.key) }
+        for input in inputs { input.storage.cancel(ifListed: input.key) }
     }
 }
 

@@ -649,15 +649,16 @@ final class CancellationModel {
 ///
 /// The references are those the rules imply, worked out from what the log says happened
 /// (created, settled, ran), so they hold in any round, whatever the threads did:
-/// - a `CancellablePromise` holds its chain's handle and its promise;
+/// - a `CancellablePromise` is a handle of its chain and holds its promise;
 /// - a chain with a handle lists its pending promises: their entries hold the promises, the
-///   pending tasks' cancel closures, the chain a pending `then` waits on (a link), a pending
-///   wrapper's cancel closure (which holds its cancelPromise) and link to the inner chain it
-///   returned, and the inputs of a pending combinator with autoCancel (its cancel closure);
+///   pending tasks' cancel closures, the `CancellablePromise` a pending `then` waits on (a link,
+///   through which it holds that chain), a pending wrapper's cancel closure (which holds its
+///   cancelPromise) and link to the inner promise it returned, and the inputs of a pending
+///   combinator with autoCancel (its cancel closure);
 /// - a pending promise holds its handlers: what depends on it (with the bodies that have not
 ///   run) and the steps waiting on it;
-/// - a race, race(fulfilled:) or when(fulfilled:) with autoCancel holds its inputs' chains'
-///   handles until it settles (to cancel the losers then), even when nothing holds its result;
+/// - a race, race(fulfilled:) or when(fulfilled:) with autoCancel holds its inputs (each a
+///   handle of its chain) until it settles (to cancel the losers then), even when nothing holds its result;
 /// - a `then` body that has not run holds the promise it will return (a handle of its chain);
 /// - a wrapper's pending cancelPromise holds the inner promise it cancels with
 ///   `when(_:while:autoCancel:)` until that settles; a cancel closure that rejects its task holds
@@ -709,7 +710,8 @@ struct KeptByCycles {
             guard isPending(node) else { continue }
             edge(.context(chain), .underlying(node))
             if let returned = waitedOn(by: node), isPending(returned) {
-                edge(.context(chain), .context(plan.chain(returned)))
+                // The link holds the returned promise, a handle of its chain.
+                edge(.context(chain), .promise(returned))
             }
             switch plan.kind(node) {
             case .task(let task):
@@ -722,14 +724,14 @@ struct KeptByCycles {
                 let innerNode = plan.tasks[inner].node
                 guard isPending(innerNode) else { break }
                 switch style {
-                case .returnsInner: edge(.context(chain), .context(plan.chain(innerNode)))
+                case .returnsInner: edge(.context(chain), .promise(innerNode))
                 case .whileAutoCancel: edge(.cancelPromise(node), .promise(innerNode))
                 case .whilePlain: break
                 }
             case .combinator(let combinator, let inputs, true):
                 edge(.context(chain), .inputs(node))
                 if combinator != .whenResolved { edge(.underlying(node), .inputs(node)) }
-                for input in inputs { edge(.inputs(node), .context(plan.chain(input))) }
+                for input in inputs { edge(.inputs(node), .promise(input)) }
             default:
                 break
             }

@@ -12,6 +12,14 @@ final class LockWordLayoutTests: XCTestCase {
         XCTAssertEqual(storage._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(storage)))
     }
 
+    /// The handle count, updated atomically through its address, is the stored property after
+    /// the lock word.
+    func testCancelStorageHandleCountOffset() {
+        let storage = CancelContext().storage
+        let addresses = storage._handleWordAddresses()
+        XCTAssertEqual(addresses.stored, addresses.computed)
+    }
+
     func testCancellationTokenLockWordOffset() {
         let token = CancellationRequest().token
         XCTAssertEqual(token._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(token)))

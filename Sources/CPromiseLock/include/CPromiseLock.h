@@ -82,4 +82,18 @@ static inline uint32_t cpk_lock_state(uint32_t *word) {
 
 #endif
 
+// A counter word updated atomically (every platform): the handle count of a cancel storage,
+// which the last of a chain's promises decrements to zero without taking the chain's lock.
+// A call rather than an inline function, so that ThreadSanitizer sees every update.
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Adds `delta` to `*word` with acquire-release ordering and returns the new value.
+intptr_t cpk_counter_add(intptr_t *word, intptr_t delta);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif
