@@ -364,7 +364,9 @@ final class SharedCancellablePromiseTests: XCTestCase {
             switch order {
             case 0: followers.reverse()
             case 1: break
-            default: followers = followers.enumerated().sorted { ($0.offset % 7, $0.offset) < ($1.offset % 7, $1.offset) }.map(\.element)
+            default:
+                followers = followers.enumerated().sorted { ($0.offset % 7, $0.offset) < ($1.offset % 7, $1.offset) }
+                    .map(\.element)
             }
             for follower in followers { follower.cancel() }
             XCTAssertEqual(shared.followerCount, 1)
