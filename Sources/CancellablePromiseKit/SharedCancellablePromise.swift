@@ -84,8 +84,8 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
         source.pipe { [weak self] result in self?.sourceSettled(result) }
     }
 
-    /// Calls `body` at once, on the calling thread, and shares the promise it returns (see
-    /// ``init(_:)-(CancellablePromise<T>)``). A `Promise` or `Guarantee` is made cancellable with
+    /// Calls `body` at once, on the calling thread, and shares the promise it returns, as
+    /// `init(_ source:)` does. A `Promise` or `Guarantee` is made cancellable with
     /// `cancellize()` (a task attached to it is stopped when the last follower leaves). If
     /// `body` throws, every follower is rejected with that error.
     public convenience init<R: Thenable>(_ body: () throws -> R) where R.T == T {
