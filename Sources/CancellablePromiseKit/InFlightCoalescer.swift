@@ -8,9 +8,10 @@ import PromiseCore
 // (and starts anew). It never joins work that was cancelled.
 //
 // An entry leaves the dictionary in the same critical section in which its work ends (settled,
-// or cancelled by its last follower), so the coalescer holds only work in flight. Each entry has
-// an id; the tickets of its followers and its source's completion handler name it by key and
-// id, so a report about ended work never touches a newer entry of the same key.
+// or cancelled by its last follower), so the coalescer holds only work in flight. An entry is a
+// small object (`InFlightWork`), guarded by the coalescer's lock like the dictionary: the
+// tickets of its followers and its source's completion handler hold it, so a follower leaving
+// costs no hashing, and a report about ended work never touches a newer entry of the same key.
 
 /// Shares work in flight between equal requests: while work for a key runs, a request for the
 /// same key gets a new follower of that work instead of starting it again.
@@ -46,46 +47,38 @@ import PromiseCore
 public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecked Sendable {
     // @unchecked: `state` is only touched with the lock held; `Value` need not be `Sendable`,
     // as for `Promise`.
-    private struct Entry {
-        let id: UInt64
-        var work: SharedWork<Value>
-    }
+    fileprivate typealias Entry = InFlightWork<Key, Value>
 
     private struct State {
         var entries: [Key: Entry] = [:]
-        var nextID: UInt64 = 0
 
-        /// A request for `key`: joins the entry in flight, or makes one (returns its id, so
-        /// that the caller starts the work).
-        mutating func join(_ key: Key, _ resolver: Resolver<Value>) -> (ticket: EntryKey, starts: Bool) {
-            if let index = entries.index(forKey: key) {
-                let id = entries.values[index].id
-                guard case .joined(let follower) = entries.values[index].work.join(resolver) else {
-                    preconditionFailure("an entry in flight has ended")
+        /// A request for `key`: joins the entry in flight, or makes one (`starts`: the caller
+        /// starts its work).
+        mutating func join(
+            _ key: Key, _ resolver: Resolver<Value>
+        ) -> (entry: Entry, follower: FollowerKey, starts: Bool) {
+            if let entry = entries[key] {
+                guard case .joined(let follower) = entry.work.join(resolver) else {
+                    preconditionFailure("InFlightCoalescer: an entry in flight has ended")
                 }
-                return (EntryKey(id: id, follower: follower), false)
+                return (entry, follower, false)
             }
-            nextID &+= 1
-            var work = SharedWork<Value>(phase: .starting)
-            guard case .joined(let follower) = work.join(resolver) else { preconditionFailure("new work has ended") }
-            entries[key] = Entry(id: nextID, work: work)
-            return (EntryKey(id: nextID, follower: follower), true)
+            let entry = Entry(key)
+            guard case .joined(let follower) = entry.work.join(resolver) else {
+                preconditionFailure("InFlightCoalescer: new work has ended")
+            }
+            entries[key] = entry
+            return (entry, follower, true)
         }
 
-        /// Runs `event` on the entry `id` of `key`, and removes the entry if its work ended.
-        /// `nil` if that entry is gone.
-        mutating func update<R>(_ key: Key, _ id: UInt64, _ event: (inout SharedWork<Value>) -> R) -> (R, Entry?)? {
-            guard let index = entries.index(forKey: key), entries.values[index].id == id else { return nil }
-            let result = event(&entries.values[index].work)
-            guard entries.values[index].work.isEnded else { return (result, nil) }
-            return (result, entries.remove(at: index).value)
+        /// Runs `event` on `entry`'s work; if that ended the work, removes the entry (returned,
+        /// to be released after unlocking).
+        mutating func update<R>(_ entry: Entry, _ event: (inout SharedWork<Value>) -> R) -> (R, Entry?) {
+            let wasEnded = entry.work.isEnded
+            let result = event(&entry.work)
+            guard !wasEnded, entry.work.isEnded else { return (result, nil) }
+            return (result, entries.removeValue(forKey: entry.key))
         }
-    }
-
-    /// A follower's place: its entry's id and its key in the entry's table.
-    struct EntryKey {
-        let id: UInt64
-        let follower: FollowerKey
     }
 
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
@@ -134,29 +127,28 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     /// follower is settled with the result, synchronously on the settling thread.
     public func promise<R: Thenable>(for key: Key, start: () throws -> R) -> CancellablePromise<Value>
     where R.T == Value {
-        var joined: EntryKey?
-        var starts = false
+        var joined: (entry: Entry, follower: FollowerKey, starts: Bool)?
         // The follower is made (and counted as waiting) before the work starts.
         let follower = CancellablePromise<Value> { resolver in
-            let (entry, isNew) = withLock { $0.join(key, resolver) }
-            joined = entry
-            starts = isNew
-            let ticket = CoalescedFollowerTicket(self, key, entry)
+            let joining = withLock { $0.join(key, resolver) }
+            joined = joining
+            let ticket = CoalescedFollowerTicket(self, joining.entry, joining.follower)
             return { ticket.leave(abandoned: false) }
         }
-        guard starts, let id = joined?.id else { return follower }
+        guard let joined, joined.starts else { return follower }
+        let entry = joined.entry
         let source: CancellablePromise<Value>
         do {
             source = try start().cancellize()
         } catch {
             source = CancellablePromise(error: error)
         }
-        guard withLock({ state in state.update(key, id) { $0.started(source) } }) != nil else {
+        if let cancelled = withLock({ state in state.update(entry) { $0.started(source) } }).0 {
             // Every follower left while `start` ran: the work was cancelled and forgotten.
-            source.cancel()
+            cancelled.cancel()
             return follower
         }
-        source.pipe { result in self.sourceSettled(key, id, result) }
+        source.pipe { result in self.sourceSettled(entry, result) }
         return follower
     }
 
@@ -172,40 +164,50 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     // MARK: Events
 
     /// A follower was cancelled (`abandoned` false) or abandoned.
-    fileprivate func leave(_ key: Key, _ entry: EntryKey, abandoned: Bool) {
-        let left = withLock { state in state.update(key, entry.id) { $0.leave(entry.follower) } }
-        guard let (leaving, ended) = left else { return }
+    fileprivate func leave(_ entry: Entry, _ follower: FollowerKey, abandoned: Bool) {
+        let (leaving, removed) = withLock { state in state.update(entry) { $0.leave(follower) } }
         leaving.run(abandoned: abandoned)
-        _ = ended  // released outside the lock
+        _ = removed  // released outside the lock
     }
 
-    private func sourceSettled(_ key: Key, _ id: UInt64, _ result: Result<Value>) {
-        let settled = withLock { state in state.update(key, id) { $0.settle(result) } }
-        guard let (settling, ended) = settled else { return }
+    private func sourceSettled(_ entry: Entry, _ result: Result<Value>) {
+        let (settling, removed) = withLock { state in state.update(entry) { $0.settle(result) } }
         settling.run(result)
-        _ = ended
+        _ = removed
+    }
+}
+
+/// The work in flight for one key: its state machine, guarded by the coalescer's lock (it has
+/// no lock of its own; only the coalescer touches `work`, and only with its lock held).
+private final class InFlightWork<Key: Hashable & Sendable, Value>: @unchecked Sendable {
+    // @unchecked: `work` is guarded by the lock of the coalescer that made this entry.
+    let key: Key
+    @exclusivity(unchecked) var work = SharedWork<Value>(phase: .starting)
+
+    init(_ key: Key) {
+        self.key = key
     }
 }
 
 /// What a coalesced follower's cancel closure captures: it leaves the work when the closure is
 /// called or released uncalled (see `SharedFollowerTicket`).
 private final class CoalescedFollowerTicket<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: every property is immutable; the coalescer is thread-safe.
+    // @unchecked: every property is immutable; the coalescer is thread-safe and guards the entry.
     private let coalescer: InFlightCoalescer<Key, Value>
-    private let key: Key
-    private let entry: InFlightCoalescer<Key, Value>.EntryKey
+    private let entry: InFlightWork<Key, Value>
+    private let follower: FollowerKey
 
-    init(_ coalescer: InFlightCoalescer<Key, Value>, _ key: Key, _ entry: InFlightCoalescer<Key, Value>.EntryKey) {
+    init(_ coalescer: InFlightCoalescer<Key, Value>, _ entry: InFlightWork<Key, Value>, _ follower: FollowerKey) {
         self.coalescer = coalescer
-        self.key = key
         self.entry = entry
+        self.follower = follower
     }
 
     func leave(abandoned: Bool) {
-        coalescer.leave(key, entry, abandoned: abandoned)
+        coalescer.leave(entry, follower, abandoned: abandoned)
     }
 
     deinit {
-        coalescer.leave(key, entry, abandoned: true)
+        coalescer.leave(entry, follower, abandoned: true)
     }
 }
