@@ -136,8 +136,8 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
             case .joined(let key):
                 let ticket = SharedFollowerTicket(self, key)
                 return { ticket.leave(abandoned: false) }
-            case .settled(let result):
-                resolver.resolve(result)
+            case .settled(let settled):
+                resolver.resolve(settled.result)
             case .cancelled(let error):
                 resolver.reject(error)
             }
@@ -156,8 +156,10 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
         withLock { work in
             switch work.phase {
             case .cancelled: return true
-            case .settled(.rejected(let error)): return error.isCancelled
-            case .starting, .running, .settled: return false
+            case .settled(let settled):
+                guard case .rejected(let error) = settled.result else { return false }
+                return error.isCancelled
+            case .starting, .running: return false
             }
         }
     }

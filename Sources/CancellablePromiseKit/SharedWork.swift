@@ -78,6 +78,18 @@ struct FollowerTable<T> {
     }
 }
 
+/// The result of settled shared work, kept for followers made later. A box, so that `SharedWork`
+/// has the same layout whatever `T` is: the state machine runs unspecialized in the library, and
+/// a layout that depends on `T` would make every access to it go through runtime metadata.
+final class SettledResult<T>: @unchecked Sendable {
+    // @unchecked: immutable; `T` need not be `Sendable`, as for `Promise`.
+    let result: Result<T>
+
+    init(_ result: Result<T>) {
+        self.result = result
+    }
+}
+
 /// One piece of shared work: its phase and its followers. Mutated only under its owner's lock.
 struct SharedWork<T> {
     enum Phase {
@@ -88,7 +100,7 @@ struct SharedWork<T> {
         /// follower to leave ends the work).
         case running(CancellablePromise<T>)
         /// The source settled; followers made from now on get this result at once.
-        case settled(Result<T>)
+        case settled(SettledResult<T>)
         /// The last follower left and the source was cancelled; followers made from now on are
         /// rejected with this error.
         case cancelled(any Error)
@@ -97,7 +109,7 @@ struct SharedWork<T> {
     /// What a follower that asks to join gets.
     enum Joining {
         case joined(FollowerKey)
-        case settled(Result<T>)
+        case settled(SettledResult<T>)
         case cancelled(any Error)
     }
 
@@ -170,10 +182,10 @@ struct SharedWork<T> {
         case .running(let source):
             settling.source = source
             settling.followers = followers.removeAll()
-            phase = .settled(result)
+            phase = .settled(SettledResult(result))
         case .starting:
             settling.followers = followers.removeAll()
-            phase = .settled(result)
+            phase = .settled(SettledResult(result))
         case .settled, .cancelled:
             break
         }
