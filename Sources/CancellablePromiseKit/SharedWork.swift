@@ -23,10 +23,14 @@ struct FollowerKey: Equatable, Sendable {
 /// The resolvers of the followers of one piece of shared work: a slot table with a free list,
 /// so adding and removing cost O(1) in any order, and the table never holds more slots than
 /// followers were waiting at once.
-struct FollowerTable<T> {
+///
+/// Not generic: it holds each resolver as an object (`SharedWork` casts it back), so the table's
+/// code is compiled once, specialized, rather than run through generic array code for every
+/// value type.
+struct FollowerTable {
     private struct Slot {
         /// The follower's resolver; `nil` while the slot is free.
-        var resolver: Resolver<T>?
+        var resolver: AnyObject?
         var generation: UInt32
         /// The next free slot while this one is free; -1 ends the list.
         var nextFree: Int32
@@ -37,7 +41,7 @@ struct FollowerTable<T> {
     /// The number of followers in the table.
     private(set) var count = 0
 
-    mutating func add(_ resolver: Resolver<T>) -> FollowerKey {
+    mutating func add(_ resolver: AnyObject) -> FollowerKey {
         count += 1
         if firstFree >= 0 {
             let index = Int(firstFree)
@@ -51,7 +55,7 @@ struct FollowerTable<T> {
     }
 
     /// Removes the follower `key` names and returns its resolver; `nil` if it left already.
-    mutating func remove(_ key: FollowerKey) -> Resolver<T>? {
+    mutating func remove(_ key: FollowerKey) -> AnyObject? {
         let index = Int(key.slot)
         guard index < slots.count, slots[index].generation == key.generation,
             let resolver = slots[index].resolver
@@ -65,8 +69,8 @@ struct FollowerTable<T> {
     }
 
     /// Empties the table and returns every follower's resolver, in slot order.
-    mutating func removeAll() -> [Resolver<T>] {
-        var resolvers: [Resolver<T>] = []
+    mutating func removeAll() -> [AnyObject] {
+        var resolvers: [AnyObject] = []
         resolvers.reserveCapacity(count)
         for slot in slots {
             if let resolver = slot.resolver { resolvers.append(resolver) }
@@ -124,15 +128,16 @@ struct SharedWork<T> {
         var ended = false
     }
 
-    /// What to do, after unlocking, once the source settled: settle `followers` with the result
-    /// and release the source.
+    /// What to do, after unlocking, once the source settled: settle `followers` (each a
+    /// `Resolver<T>`) with the result and release the source.
     struct Settling {
-        var followers: [Resolver<T>] = []
+        var followers: [AnyObject] = []
         var source: CancellablePromise<T>?
     }
 
     private(set) var phase: Phase
-    private var followers = FollowerTable<T>()
+    /// The resolvers (`Resolver<T>`) of the followers waiting.
+    private var followers = FollowerTable()
 
     init(phase: Phase) {
         self.phase = phase
@@ -157,7 +162,7 @@ struct SharedWork<T> {
         switch phase {
         case .starting, .running:
             guard let resolver = followers.remove(key) else { return leaving }
-            leaving.follower = resolver
+            leaving.follower = unsafeDowncast(resolver, to: Resolver<T>.self)
             guard followers.count == 0 else { return leaving }
             if case .running(let source) = phase { leaving.sourceToCancel = source }
             phase = .cancelled(CancellablePromiseError.cancelled)
@@ -212,6 +217,6 @@ extension SharedWork.Leaving {
 extension SharedWork.Settling {
     /// Settles the followers with `result` (the source is released with this value).
     func run(_ result: Result<T>) {
-        for follower in followers { follower.resolve(result) }
+        for follower in followers { unsafeDowncast(follower, to: Resolver<T>.self).resolve(result) }
     }
 }
