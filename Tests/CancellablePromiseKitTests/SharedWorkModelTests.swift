@@ -145,3 +145,123 @@ final class SharedWorkModelTests: XCTestCase {
         }
     }
 }
+
+// The same for an `InFlightCoalescer` with three keys: requests join the work in flight for their
+// key or start it anew; followers are cancelled or dropped; work is fulfilled. The model says
+// which work each request must share, and when each piece of work must be cancelled.
+final class InFlightCoalescerModelTests: XCTestCase {
+    private static let seeds = 1_000
+    private static let steps = 40
+    private static let keys = 3
+
+    private enum Expected: Equatable {
+        case waiting
+        case value(Int)
+        case cancelled
+    }
+
+    private struct Model {
+        /// Every piece of work started, in order: its key, whether it is in flight, and whether
+        /// it was cancelled.
+        var works: [(key: Int, inFlight: Bool, cancelled: Bool)] = []
+        /// For each follower: the work it shares and what it must have settled with.
+        var followers: [(work: Int, expected: Expected)] = []
+
+        func inFlight(_ key: Int) -> Int? { works.indices.last { works[$0].key == key && works[$0].inFlight } }
+        func waiting(on work: Int) -> Int {
+            followers.filter { $0.work == work && $0.expected == .waiting }.count
+        }
+
+        mutating func request(_ key: Int) {
+            if let work = inFlight(key) {
+                followers.append((work, .waiting))
+            } else {
+                works.append((key, true, false))
+                followers.append((works.count - 1, .waiting))
+            }
+        }
+
+        mutating func leave(_ index: Int) {
+            guard followers[index].expected == .waiting else { return }
+            followers[index].expected = .cancelled
+            let work = followers[index].work
+            if waiting(on: work) == 0 {
+                works[work].inFlight = false
+                works[work].cancelled = true
+            }
+        }
+
+        mutating func fulfil(_ key: Int, _ value: Int) {
+            guard let work = inFlight(key) else { return }
+            works[work].inFlight = false
+            for index in followers.indices where followers[index].work == work && followers[index].expected == .waiting
+            {
+                followers[index].expected = .value(value)
+            }
+        }
+    }
+
+    func testRandomRequestsFollowTheSequentialModel() {
+        for seed in UInt64(1)...UInt64(Self.seeds) {
+            var generator = SeededGenerator(seed: seed)
+            var model = Model()
+            let coalescer = InFlightCoalescer<Int, Int>()
+            var tasks: [SharedSourceTask] = []
+            var held: [CancellablePromise<Int>?] = []
+            var outcomes: [FollowerOutcome] = []
+
+            for step in 0..<Self.steps {
+                let roll = Int.random(in: 0..<100, using: &generator)
+                let key = Int.random(in: 0..<Self.keys, using: &generator)
+                let heldIndices = held.indices.filter { held[$0] != nil }
+                let operation: String
+                switch roll {
+                case 0..<45:
+                    operation = "request \(key)"
+                    let follower = coalescer.promise(for: key) { () -> CancellablePromise<Int> in
+                        let task = SharedSourceTask()
+                        tasks.append(task)
+                        return task.promise
+                    }
+                    held.append(follower)
+                    outcomes.append(FollowerOutcome(follower))
+                    model.request(key)
+                case 45..<65 where !heldIndices.isEmpty:
+                    let index = heldIndices.randomElement(using: &generator)!
+                    operation = "cancel \(index)"
+                    held[index]!.cancel()
+                    model.leave(index)
+                case 65..<80 where !heldIndices.isEmpty:
+                    let index = heldIndices.randomElement(using: &generator)!
+                    operation = "drop \(index)"
+                    held[index] = nil
+                    model.leave(index)
+                case 80..<100:
+                    operation = "fulfil \(key)"
+                    if let work = model.inFlight(key), work < tasks.count { tasks[work].resolver.fulfill(step) }
+                    model.fulfil(key, step)
+                default:
+                    operation = "nothing"
+                }
+
+                let context = "seed \(seed) step \(step) (\(operation))"
+                XCTAssertEqual(tasks.count, model.works.count, "\(context): pieces of work started")
+                XCTAssertEqual(coalescer.inFlightCount, model.works.filter(\.inFlight).count, context)
+                for key in 0..<Self.keys {
+                    let waiting = model.inFlight(key).map { model.waiting(on: $0) } ?? 0
+                    XCTAssertEqual(coalescer.followerCount(for: key), waiting, "\(context): key \(key)")
+                }
+                for (index, work) in model.works.enumerated() where index < tasks.count {
+                    XCTAssertEqual(tasks[index].cancelCount.value, work.cancelled ? 1 : 0, "\(context): work \(index)")
+                }
+                for (index, outcome) in outcomes.enumerated() {
+                    let actual: Expected =
+                        outcome.isPending ? .waiting : outcome.value.map { .value($0) } ?? .cancelled
+                    XCTAssertEqual(actual, model.followers[index].expected, "\(context): follower \(index)")
+                }
+            }
+            held = []
+            XCTAssertEqual(coalescer.inFlightCount, 0, "seed \(seed): dropping every follower ends every piece of work")
+        }
+    }
+}
