@@ -14,6 +14,8 @@ public enum Command: Equatable, Sendable {
     case adopt
     /// `search`.
     case search
+    /// `share`.
+    case share
     /// `help`, `--help`, `-h`.
     case help
 
@@ -25,9 +27,9 @@ public enum Command: Equatable, Sendable {
 
     /// The usage text.
     public static let usage = """
-        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | search | help]
+        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | search | share | help]
 
-          (none)     run the four scenarios below, one after the other (no network)
+          (none)     run the five scenarios below, one after the other (no network)
           mirrors    race simulated mirrors with autoCancel: the first answer wins, the
                      others are stopped; with --url, race real URLs instead
           subtasks   a task built from sub-promises (cancelPromise, when(_:while:)),
@@ -36,6 +38,9 @@ public enum Command: Equatable, Sendable {
                      asCancellable(), cancelled from another thread
           search     search-as-you-type: each keystroke cancels the previous search
                      (LatestWins); a flaky backend is retried with exponential backoff
+          share      two screens load the same image through one download
+                     (InFlightCoalescer): the first closes and the download goes on,
+                     the second closes and the download stops
         """
 
     /// Parses the arguments that follow the program name.
@@ -46,12 +51,13 @@ public enum Command: Equatable, Sendable {
         case "help", "--help", "-h":
             guard rest.isEmpty else { throw UsageError(description: "help takes no arguments") }
             return .help
-        case "subtasks", "adopt", "search":
+        case "subtasks", "adopt", "search", "share":
             guard rest.isEmpty else { throw UsageError(description: "\(first) takes no arguments") }
             switch first {
             case "subtasks": return .subtasks
             case "adopt": return .adopt
-            default: return .search
+            case "search": return .search
+            default: return .share
             }
         case "mirrors":
             return try parseMirrors(rest)

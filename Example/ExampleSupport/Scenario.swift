@@ -32,6 +32,11 @@ public struct Scenario: Sendable {
         name: "search", title: "search-as-you-type: LatestWins and retry with backoff",
         introduction: SearchScenario.introduction, run: { SearchScenario.run(timeline: $0) })
 
+    /// Two screens share one download through an `InFlightCoalescer`.
+    public static let share = Scenario(
+        name: "share", title: "two screens, one download: InFlightCoalescer",
+        introduction: ShareScenario.introduction, run: { ShareScenario.run(timeline: $0) })
+
     /// The race over real URLs.
     public static func mirrors(urls: [URL]) -> Scenario {
         Scenario(
@@ -43,12 +48,13 @@ public struct Scenario: Sendable {
     /// The scenarios a command runs (none for `help`).
     public static func scenarios(for command: Command) -> [Scenario] {
         switch command {
-        case .all: return [.mirrors, .subtasks, .adopt, .search]
+        case .all: return [.mirrors, .subtasks, .adopt, .search, .share]
         case .mirrors: return [.mirrors]
         case .mirrorURLs(let urls): return [.mirrors(urls: urls)]
         case .subtasks: return [.subtasks]
         case .adopt: return [.adopt]
         case .search: return [.search]
+        case .share: return [.share]
         case .help: return []
         }
     }

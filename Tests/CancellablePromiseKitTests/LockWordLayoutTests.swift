@@ -32,3 +32,15 @@ extension LockWordLayoutTests {
         XCTAssertEqual(inputs._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(inputs)))
     }
 }
+
+extension LockWordLayoutTests {
+    func testSharedCancellablePromiseLockWordOffset() {
+        let shared = CancellablePromise.value(1).shared()
+        XCTAssertEqual(shared._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(shared)))
+    }
+
+    func testInFlightCoalescerLockWordOffset() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        XCTAssertEqual(coalescer._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(coalescer)))
+    }
+}

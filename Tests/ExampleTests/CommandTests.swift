@@ -5,7 +5,7 @@ import XCTest
 final class CommandTests: XCTestCase {
     func testNoArgumentsRunsEveryScenario() throws {
         XCTAssertEqual(try Command.parse([]), .all)
-        XCTAssertEqual(Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt", "search"])
+        XCTAssertEqual(Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt", "search", "share"])
     }
 
     func testSubcommands() throws {
@@ -13,6 +13,8 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try Command.parse(["subtasks"]), .subtasks)
         XCTAssertEqual(try Command.parse(["adopt"]), .adopt)
         XCTAssertEqual(try Command.parse(["search"]), .search)
+        XCTAssertEqual(try Command.parse(["share"]), .share)
+        XCTAssertEqual(Scenario.scenarios(for: .share).map(\.name), ["share"])
         XCTAssertEqual(try Command.parse(["--help"]), .help)
         XCTAssertTrue(Scenario.scenarios(for: .help).isEmpty)
     }
@@ -25,7 +27,8 @@ final class CommandTests: XCTestCase {
     func testBadArgumentsAreUsageErrors() {
         let bad: [[String]] = [
             ["mirror"], ["mirrors", "--url"], ["mirrors", "--url", "ftp://a.example/f"], ["mirrors", "--url", "nope"],
-            ["mirrors", "--fast"], ["adopt", "now"], ["search", "swift"], ["subtasks", "--url", "https://a.example"],
+            ["mirrors", "--fast"], ["adopt", "now"], ["search", "swift"], ["share", "now"],
+            ["subtasks", "--url", "https://a.example"],
             ["help", "me"],
         ]
         for arguments in bad {

@@ -144,6 +144,30 @@ final class ExampleScenarioTests: XCTestCase {
     }
 
     // Real time: the runner prints a scenario on the default scheduler, as `swift run Example`.
+    func testShareTheDownloadGoesOnWhenTheFirstScreenClosesAndStopsWhenTheSecondDoes() {
+        let events = run { ShareScenario.run(timeline: $0) }
+
+        XCTAssertEqual(events.filter { $0.subject == "download" && $0.kind == .started }.count, 1, "one download")
+        XCTAssertFalse(subjects(.finished, in: events).contains("download"), "it never finished")
+        XCTAssertTrue(subjects(.outcome, in: events).isEmpty, "no screen showed the image")
+
+        let headerOpened = index(of: .started, "header screen", in: events)
+        let detailOpened = index(of: .started, "detail screen", in: events)
+        let headerClosed = index(of: .cancelRequested, "header screen", in: events)
+        let detailClosed = index(of: .cancelRequested, "detail screen", in: events)
+        let stopped = index(of: .cancelHandler, "download", in: events)
+        XCTAssertLessThan(headerOpened, index(of: .started, "download", in: events))
+        XCTAssertLessThan(index(of: .started, "download", in: events), detailOpened)
+        XCTAssertTrue(events[detailOpened].message.contains("joins the download in flight"))
+        XCTAssertLessThan(detailOpened, headerClosed)
+        XCTAssertLessThan(headerClosed, index(of: .rejectedByCancel, "header screen", in: events))
+        XCTAssertLessThan(headerClosed, detailClosed)
+        XCTAssertLessThan(detailClosed, stopped, "the download stops only when the last screen closes")
+        XCTAssertLessThan(stopped, index(of: .rejectedByCancel, "detail screen", in: events))
+        XCTAssertEqual(events[stopped].milliseconds, 400)
+        XCTAssertEqual(events.last?.subject, "(end)")
+    }
+
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
         let lines = Recorder<String>()
         let over = expectation(description: "runner over")

@@ -338,5 +338,6 @@ let benchmarks: @Sendable () -> Void = {
 
     registerCancellationBenchmarks()
     registerScalingBenchmarks()
+    registerSharingBenchmarks()
     registerTimerBenchmarks()
 }

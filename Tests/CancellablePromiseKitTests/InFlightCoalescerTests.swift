@@ -1,0 +1,215 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import PromiseCore
+import XCTest
+
+// `InFlightCoalescer`: equal requests share the work in flight; the key leaves when the work
+// settles or its last follower left; a request never joins cancelled work.
+
+final class InFlightCoalescerTests: XCTestCase {
+    /// Starts a `SharedSourceTask` per call and keeps them, in order.
+    private final class Starter: @unchecked Sendable {
+        private let tasks = Recorder<SharedSourceTask>()
+
+        func start() -> CancellablePromise<Int> {
+            let task = SharedSourceTask()
+            tasks.append(task)
+            return task.promise
+        }
+
+        var started: [SharedSourceTask] { tasks.all }
+    }
+
+    func testASecondRequestForTheSameKeyJoinsTheWorkInFlight() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let first = coalescer.promise(for: "a", start: starter.start)
+        let second = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 1, "the work started once")
+        XCTAssertEqual(coalescer.inFlightCount, 1)
+        XCTAssertEqual(coalescer.followerCount(for: "a"), 2)
+        XCTAssertFalse(first.cancelContext === second.cancelContext, "each request is a chain of its own")
+        starter.started[0].resolver.fulfill(8)
+        XCTAssertEqual(first.value, 8)
+        XCTAssertEqual(second.value, 8)
+    }
+
+    func testDifferentKeysDoNotShare() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let a = coalescer.promise(for: "a", start: starter.start)
+        let b = coalescer.promise(for: "b", start: starter.start)
+        XCTAssertEqual(starter.started.count, 2)
+        XCTAssertEqual(coalescer.inFlightCount, 2)
+        a.cancel()
+        XCTAssertEqual(starter.started[0].cancelCount.value, 1)
+        XCTAssertEqual(starter.started[1].cancelCount.value, 0)
+        XCTAssertTrue(b.isPending)
+    }
+
+    func testTheKeyLeavesWhenTheWorkSettlesAndTheNextRequestStartsAnew() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let first = coalescer.promise(for: "a", start: starter.start)
+        starter.started[0].resolver.fulfill(1)
+        XCTAssertEqual(first.value, 1)
+        XCTAssertEqual(coalescer.inFlightCount, 0, "nothing is cached beyond work in flight")
+        let second = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 2)
+        starter.started[1].resolver.fulfill(2)
+        XCTAssertEqual(second.value, 2)
+    }
+
+    func testCancellingOneRequestLeavesTheWorkForTheOthers() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let first = coalescer.promise(for: "a", start: starter.start)
+        let second = coalescer.promise(for: "a", start: starter.start)
+        first.cancel()
+        XCTAssertEqual(first.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0)
+        XCTAssertEqual(coalescer.followerCount(for: "a"), 1)
+        starter.started[0].resolver.fulfill(3)
+        XCTAssertEqual(second.value, 3)
+    }
+
+    func testTheLastRequestCancelledCancelsTheWorkAndTheNextRequestStartsAnew() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let first = coalescer.promise(for: "a", start: starter.start)
+        let second = coalescer.promise(for: "a", start: starter.start)
+        first.cancel()
+        second.cancel()
+        XCTAssertEqual(starter.started[0].cancelCount.value, 1)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+        let third = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 2, "never joins cancelled work")
+        XCTAssertTrue(third.isPending)
+        starter.started[1].resolver.fulfill(4)
+        XCTAssertEqual(third.value, 4)
+    }
+
+    func testAnAbandonedLastRequestCancelsTheWork() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        weak var weakFollower: CancellablePromise<Int>?
+        do {
+            let follower = coalescer.promise(for: "a", start: starter.start)
+            weakFollower = follower
+        }
+        XCTAssertNil(weakFollower)
+        XCTAssertEqual(starter.started[0].cancelCount.value, 1)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    func testAStartThatThrowsRejectsTheRequestAndLeavesNothing() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let promise = coalescer.promise(for: "a") { () throws -> Promise<Int> in throw SharedTestError() }
+        XCTAssertEqual(promise.error as? SharedTestError, SharedTestError())
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    func testAStartReturningASettledPromiseSettlesAtOnce() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        XCTAssertEqual(coalescer.promise(for: "a") { Promise.value(5) }.value, 5)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    func testAStartThatRequestsAnotherKeyWorks() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let outer = coalescer.promise(for: "outer") {
+            coalescer.promise(for: "inner", start: starter.start).map(on: nil) { $0 + 1 }
+        }
+        XCTAssertEqual(coalescer.inFlightCount, 2)
+        starter.started[0].resolver.fulfill(1)
+        XCTAssertEqual(outer.value, 2)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    func testCancellingInsideTheWorksCancelClosureAndRequestingAgain() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let again = SendableBox<CancellablePromise<Int>?>(nil)
+        let starts = Counter()
+        let starter = Starter()
+        let first = coalescer.promise(for: "a") { () -> CancellablePromise<Int> in
+            starts.increment()
+            return CancellablePromise<Int> { _ in
+                { again.value = coalescer.promise(for: "a", start: starter.start) }
+            }
+        }
+        runWithoutDeadlock { first.cancel() }
+        XCTAssertEqual(starts.value, 1)
+        XCTAssertNotNil(again.value)
+        XCTAssertTrue(again.value?.isPending ?? false, "a request made inside the cancel closure starts anew")
+        again.value?.cancel()
+        XCTAssertEqual(starter.started.first?.cancelCount.value, 1)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    // MARK: Lifetime and bounds
+
+    func testTheCoalescerIsNotAnInterest() {
+        var coalescer: InFlightCoalescer<String, Int>? = InFlightCoalescer()
+        weak let weakCoalescer = coalescer
+        let starter = Starter()
+        let follower = coalescer!.promise(for: "a", start: starter.start)
+        coalescer = nil
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0, "releasing the coalescer cancels nothing")
+        starter.started[0].resolver.fulfill(6)
+        XCTAssertEqual(follower.value, 6)
+        XCTAssertNil(weakCoalescer, "nothing holds it once its work settled")
+    }
+
+    func testEntriesAreFreedOnceTheirWorkSettledOrWasCancelled() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        weak var settledSource: Promise<Int>?
+        weak var cancelledSource: Promise<Int>?
+        do {
+            let task = SharedSourceTask()
+            settledSource = task.promise.promise
+            let follower = coalescer.promise(for: "settled") { task.promise }
+            task.resolver.fulfill(1)
+            XCTAssertEqual(follower.value, 1)
+        }
+        do {
+            let task = SharedSourceTask()
+            cancelledSource = task.promise.promise
+            coalescer.promise(for: "cancelled") { task.promise }.cancel()
+            XCTAssertEqual(task.cancelCount.value, 1)
+        }
+        XCTAssertNil(settledSource)
+        XCTAssertNil(cancelledSource)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    func testALongLivedCoalescerStaysBoundedOverManyRounds() {
+        let coalescer = InFlightCoalescer<Int, Int>()
+        var sample: [SharedCancellablePromiseTests.WeakFollower] = []
+        var tasksStarted = 0
+        for round in 0..<100_000 {
+            let key = round % 16
+            var task: SharedSourceTask?
+            let first = coalescer.promise(for: key) { () -> CancellablePromise<Int> in
+                tasksStarted += 1
+                task = SharedSourceTask()
+                return task!.promise
+            }
+            let second = coalescer.promise(for: key) { CancellablePromise<Int>.pending().promise }
+            switch round % 3 {
+            case 0:
+                first.cancel()
+                second.cancel()
+            case 1:
+                task?.resolver.fulfill(round)
+            default:
+                break  // both abandoned
+            }
+            if round % 10_000 == 0 { sample.append(.init(first)) }
+        }
+        XCTAssertEqual(tasksStarted, 100_000, "every round's work ended before the next round")
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+        XCTAssertEqual(sample.filter { $0.follower != nil }.count, 0, "every follower was freed")
+    }
+}

@@ -1,0 +1,383 @@
+import CancellablePromiseKit
+import Dispatch
+import Foundation
+import PromiseCore
+import XCTest
+
+// `SharedCancellablePromise`: followers settle as the source does; each cancels only itself;
+// the source is cancelled when the last follower was cancelled or abandoned.
+
+/// A task the test settles by hand, counting the calls and releases of its cancel closure.
+final class SharedSourceTask: @unchecked Sendable {
+    let promise: CancellablePromise<Int>
+    let resolver: Resolver<Int>
+    let cancelCount = Counter()
+    let closureReleased = Flag()
+
+    init() {
+        var captured: Resolver<Int>?
+        let cancelCount = self.cancelCount
+        let probe = DeinitProbe { [closureReleased] in closureReleased.raise() }
+        promise = CancellablePromise<Int> { resolver in
+            captured = resolver
+            return {
+                probe.touch()
+                cancelCount.increment()
+            }
+        }
+        resolver = captured!
+    }
+}
+
+/// Records what a follower settled with, without holding a cancel handle of its chain.
+final class FollowerOutcome: @unchecked Sendable {
+    private let result = SendableBox<PromiseCore.Result<Int>?>(nil)
+
+    init(_ follower: CancellablePromise<Int>) {
+        follower.pipe { [result] in result.value = $0 }
+    }
+
+    var value: Int? { result.value?.fulfilledValue }
+    var error: Error? { result.value?.rejectedError }
+    var isPending: Bool { result.value == nil }
+    var isCancellation: Bool { (error as? CancellablePromiseError) == .cancelled }
+}
+
+struct SharedTestError: Error, Equatable {}
+
+final class SharedCancellablePromiseTests: XCTestCase {
+    // MARK: Settling
+
+    func testFollowersSettleWithTheSourceValue() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let first = shared.follower()
+        let second = shared.follower()
+        XCTAssertEqual(shared.followerCount, 2)
+        task.resolver.fulfill(7)
+        XCTAssertEqual(first.value, 7)
+        XCTAssertEqual(second.value, 7)
+        XCTAssertEqual(shared.followerCount, 0)
+        XCTAssertTrue(shared.isEnded)
+        XCTAssertFalse(shared.isCancelled)
+        XCTAssertEqual(task.cancelCount.value, 0)
+    }
+
+    func testFollowersRejectWithTheSourceError() {
+        let task = SharedSourceTask()
+        let shared = SharedCancellablePromise(task.promise)
+        let follower = shared.follower()
+        task.resolver.reject(SharedTestError())
+        XCTAssertEqual(follower.error as? SharedTestError, SharedTestError())
+        XCTAssertFalse(shared.isCancelled)
+    }
+
+    func testEachFollowerIsAChainOfItsOwn() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let first = shared.follower()
+        let second = shared.follower()
+        XCTAssertFalse(first.cancelContext === second.cancelContext)
+        XCTAssertFalse(first.cancelContext === task.promise.cancelContext)
+    }
+
+    func testAFollowerMadeAfterTheSourceSettledGetsItsResultAtOnce() {
+        let shared = CancellablePromise.value(3).shared()
+        let follower = shared.follower()
+        XCTAssertEqual(follower.value, 3)
+        XCTAssertFalse(follower.isCancelled)
+        follower.cancel()
+        XCTAssertEqual(follower.value, 3, "cancelling after it settled does nothing")
+        XCTAssertEqual(shared.follower().value, 3)
+    }
+
+    func testABodyThatThrowsRejectsEveryFollower() {
+        let shared = SharedCancellablePromise<Int> { () throws -> Promise<Int> in throw SharedTestError() }
+        XCTAssertEqual(shared.follower().error as? SharedTestError, SharedTestError())
+    }
+
+    func testABodyReturningAPromiseIsShared() {
+        let (promise, resolver) = Promise<Int>.pending()
+        let shared = SharedCancellablePromise { promise }
+        let follower = shared.follower()
+        resolver.fulfill(5)
+        XCTAssertEqual(follower.value, 5)
+    }
+
+    // MARK: Cancelling
+
+    func testCancellingOneFollowerRejectsOnlyItAndTheSourceGoesOn() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let first = shared.follower()
+        let second = shared.follower()
+        first.cancel()
+        XCTAssertEqual(first.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(second.isPending)
+        XCTAssertFalse(second.isCancelled)
+        XCTAssertEqual(task.cancelCount.value, 0, "a follower still waits")
+        XCTAssertEqual(shared.followerCount, 1)
+        task.resolver.fulfill(1)
+        XCTAssertEqual(second.value, 1)
+    }
+
+    func testCancellingTheLastFollowerCancelsTheSourceOnce() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let first = shared.follower()
+        let second = shared.follower()
+        second.cancel()
+        first.cancel()
+        XCTAssertEqual(task.cancelCount.value, 1, "cancelled before the last cancel() returned")
+        XCTAssertEqual(task.promise.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(shared.isCancelled)
+        first.cancel()
+        second.cancel()
+        XCTAssertEqual(task.cancelCount.value, 1)
+    }
+
+    func testCancellingAStepOfAFollowersChainWithdrawsItsInterest() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let shown = shared.follower().map(on: nil) { $0 * 2 }.done(on: nil) { _ in }
+        shown.cancel()
+        XCTAssertEqual(task.cancelCount.value, 1)
+    }
+
+    func testAFollowerMadeAfterTheWorkWasCancelledGetsTheCancellation() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        shared.follower().cancel()
+        let late = shared.follower()
+        XCTAssertEqual(late.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(task.cancelCount.value, 1, "the work does not restart")
+        task.resolver.fulfill(1)
+        XCTAssertEqual(shared.follower().error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testCancellingTheSourceElsewhereRejectsEveryFollower() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let follower = shared.follower()
+        task.promise.cancel()
+        XCTAssertEqual(follower.error as? CancellablePromiseError, .cancelled)
+        XCTAssertFalse(follower.isCancelled, "its own chain was not cancelled")
+        XCTAssertTrue(shared.isCancelled)
+    }
+
+    func testCancelWithAnErrorRejectsTheFollowerWithIt() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let follower = shared.follower()
+        follower.cancel(with: SharedTestError())
+        XCTAssertEqual(follower.error as? SharedTestError, SharedTestError())
+        XCTAssertEqual(task.cancelCount.value, 1)
+    }
+
+    // MARK: Abandoning
+
+    func testAbandoningEveryFollowerCancelsTheSource() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        weak var weakFollower: CancellablePromise<Int>?
+        var outcome: FollowerOutcome?
+        do {
+            let follower = shared.follower()
+            weakFollower = follower
+            outcome = FollowerOutcome(follower)
+            XCTAssertEqual(task.cancelCount.value, 0)
+        }
+        XCTAssertNil(weakFollower, "an abandoned follower is freed")
+        XCTAssertEqual(task.cancelCount.value, 1, "its last follower was abandoned")
+        XCTAssertEqual(outcome?.isCancellation, true, "an abandoned follower is rejected with the cancellation")
+    }
+
+    func testAnAbandonedFollowerWithdrawsOnlyItsOwnInterest() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let kept = shared.follower()
+        let ensured = Counter()
+        do {
+            _ = shared.follower().ensure(on: nil) { ensured.increment() }
+        }
+        XCTAssertEqual(ensured.value, 1, "the abandoned follower's ensure ran with the cancellation")
+        XCTAssertEqual(shared.followerCount, 1)
+        XCTAssertEqual(task.cancelCount.value, 0)
+        task.resolver.fulfill(2)
+        XCTAssertEqual(kept.value, 2)
+    }
+
+    func testAFollowerHeldOnlyThroughItsChainStillWaits() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let context = shared.follower().map(on: nil) { $0 + 1 }.cancelContext
+        XCTAssertEqual(shared.followerCount, 1, "its context keeps it cancellable, so it still counts")
+        XCTAssertEqual(task.cancelCount.value, 0)
+        context.cancel()
+        XCTAssertEqual(task.cancelCount.value, 1)
+    }
+
+    func testAFollowerStoredInABagWaitsUntilTheBagGoesAway() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        var bag: CancelBag? = CancelBag()
+        shared.follower().done(on: nil) { _ in }.store(in: bag!)
+        XCTAssertEqual(task.cancelCount.value, 0)
+        bag = nil
+        XCTAssertEqual(task.cancelCount.value, 1)
+    }
+
+    // MARK: The handle
+
+    func testTheHandleIsNotAnInterestAndReleasingItLeavesFollowersWaiting() {
+        let task = SharedSourceTask()
+        var shared: SharedCancellablePromise<Int>? = task.promise.shared()
+        weak let weakShared = shared
+        let follower = shared!.follower()
+        shared = nil
+        XCTAssertNotNil(weakShared, "a follower keeps the work alive")
+        XCTAssertEqual(task.cancelCount.value, 0)
+        task.resolver.fulfill(4)
+        XCTAssertEqual(follower.value, 4)
+        XCTAssertNil(weakShared, "nothing holds settled shared work")
+    }
+
+    func testReleasingTheHandleBeforeAnyFollowerAbandonsTheSource() {
+        weak var weakShared: SharedCancellablePromise<Int>?
+        weak var weakSource: Promise<Int>?
+        let cancelCount = Counter()
+        let closureReleased = Flag()
+        var resolver: Resolver<Int>?
+        do {
+            let probe = DeinitProbe { closureReleased.raise() }
+            let source = CancellablePromise<Int> { seal in
+                resolver = seal
+                return {
+                    probe.touch()
+                    cancelCount.increment()
+                }
+            }
+            weakSource = source.promise
+            let shared = source.shared()
+            weakShared = shared
+        }
+        XCTAssertNil(weakShared)
+        XCTAssertTrue(closureReleased.value, "the source's cancel closure is released uncalled")
+        XCTAssertEqual(cancelCount.value, 0)
+        XCTAssertNotNil(weakSource, "its work can still settle it")
+        resolver?.fulfill(1)
+        resolver = nil
+        XCTAssertNil(weakSource)
+    }
+
+    func testSettledSharedWorkHoldsOnlyItsResult() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        weak var weakFollower: CancellablePromise<Int>?
+        do {
+            let follower = shared.follower()
+            weakFollower = follower
+            task.resolver.fulfill(9)
+            XCTAssertEqual(follower.value, 9)
+        }
+        XCTAssertNil(weakFollower)
+        XCTAssertTrue(task.closureReleased.value, "the source's cancel closure is released once it settled")
+        XCTAssertEqual(shared.follower().value, 9)
+    }
+
+    // MARK: Bad input and reentrancy
+
+    func testCancellingAFollowerInsideAnotherFollowersHandler() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let second = shared.follower()
+        let first = shared.follower().done(on: nil) { _ in second.cancel() }
+        task.resolver.fulfill(1)
+        XCTAssertNil(first.error)
+        XCTAssertTrue(second.isResolved, "settled or cancelled, never left pending")
+        XCTAssertEqual(task.cancelCount.value, 0, "a settled source is not cancelled")
+    }
+
+    func testCancellingTheLastFollowerInsideTheOtherFollowersCancellationHandler() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let second = shared.follower()
+        let first = shared.follower()
+        _ = first.catch(on: nil, policy: .allErrors) { _ in second.cancel() }
+        first.cancel()
+        XCTAssertEqual(task.cancelCount.value, 1)
+        XCTAssertEqual(second.error as? CancellablePromiseError, .cancelled)
+    }
+
+    func testAFollowerMadeInsideTheSourcesCancelClosure() {
+        let madeInside = SendableBox<CancellablePromise<Int>?>(nil)
+        let holder = SendableBox<SharedCancellablePromise<Int>?>(nil)
+        let shared = CancellablePromise<Int> { _ in
+            return { madeInside.value = holder.value?.follower() }
+        }.shared()
+        holder.value = shared
+        runWithoutDeadlock {
+            shared.follower().cancel()
+        }
+        XCTAssertEqual(madeInside.value?.error as? CancellablePromiseError, .cancelled)
+        holder.value = nil
+    }
+
+    func testAFollowerMadeInsideAFollowersHandlerWhileSettling() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let late = SendableBox<CancellablePromise<Int>?>(nil)
+        let first = shared.follower().done(on: nil) { _ in late.value = shared.follower() }
+        task.resolver.fulfill(6)
+        XCTAssertNil(first.error)
+        XCTAssertEqual(late.value?.value, 6)
+    }
+
+    // MARK: Cost and bounds
+
+    func testALongLivedSourceStaysBoundedWhileFollowersComeAndGo() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let kept = shared.follower()
+        var sample: [WeakFollower] = []
+        for round in 0..<100_000 {
+            let follower = shared.follower()
+            if round % 3 == 0 {
+                follower.cancel()
+            }  // else: abandoned when `follower` goes out of scope
+            if round % 10_000 == 0 { sample.append(WeakFollower(follower)) }
+        }
+        XCTAssertEqual(shared.followerCount, 1)
+        XCTAssertEqual(sample.filter { $0.follower != nil }.count, 0, "every follower that left was freed")
+        XCTAssertEqual(task.cancelCount.value, 0)
+        task.resolver.fulfill(1)
+        XCTAssertEqual(kept.value, 1)
+    }
+
+    func testFollowersLeavingInAnyOrderCostTheSame() {
+        // Newest first, oldest first and interleaved: each must leave without scanning.
+        for order in 0..<3 {
+            let task = SharedSourceTask()
+            let shared = task.promise.shared()
+            let keep = shared.follower()
+            var followers = (0..<20_000).map { _ in shared.follower() }
+            switch order {
+            case 0: followers.reverse()
+            case 1: break
+            default:
+                followers = followers.enumerated().sorted { ($0.offset % 7, $0.offset) < ($1.offset % 7, $1.offset) }
+                    .map(\.element)
+            }
+            for follower in followers { follower.cancel() }
+            XCTAssertEqual(shared.followerCount, 1)
+            XCTAssertEqual(task.cancelCount.value, 0)
+            keep.cancel()
+            XCTAssertEqual(task.cancelCount.value, 1)
+        }
+    }
+
+    struct WeakFollower {
+        weak var follower: CancellablePromise<Int>?
+        init(_ follower: CancellablePromise<Int>) { self.follower = follower }
+    }
+}
