@@ -82,7 +82,7 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     }
 
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
+    private var lockWord = LockWord()
     /// Guarded by the lock.
     @exclusivity(unchecked) private var state = State()
 
@@ -90,7 +90,7 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     public init() {}
 
     deinit {
-        lockWordDestroy(lockWordPointer(self))
+        lockWordDestroy(of: self)
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset
@@ -100,9 +100,8 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     }
 
     @inline(__always) private func withLock<R>(_ body: (inout State) -> R) -> R {
-        let pointer = lockWordPointer(self)
-        lockWordLock(pointer)
-        defer { lockWordUnlock(pointer) }
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
         return body(&state)
     }
 

@@ -69,7 +69,7 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     // @unchecked: `work` is only touched with the lock held; `T` need not be `Sendable`, as for
     // `Promise` (the value crosses threads only through the promises' own synchronisation).
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = makeLockWord()
+    private var lockWord = LockWord()
     /// Guarded by the lock.
     @exclusivity(unchecked) private var work: SharedWork<T>
 
@@ -99,7 +99,7 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     }
 
     deinit {
-        lockWordDestroy(lockWordPointer(self))
+        lockWordDestroy(of: self)
     }
 
     /// The address of the stored lock word as Swift sees it; used by tests to check the offset
@@ -109,9 +109,8 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     }
 
     @inline(__always) private func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        let pointer = lockWordPointer(self)
-        lockWordLock(pointer)
-        defer { lockWordUnlock(pointer) }
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
         return body(&work)
     }
 
