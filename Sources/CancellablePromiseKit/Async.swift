@@ -29,8 +29,13 @@ extension CancellablePromise {
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T, Error>) in
                 promise.pipe { result in
-                    nonisolated(unsafe) let outcome = result.swiftResult
-                    continuation.resume(with: outcome)
+                    switch result {
+                    case .fulfilled(let value):
+                        nonisolated(unsafe) let value = value
+                        continuation.resume(returning: value)
+                    case .rejected(let error):
+                        continuation.resume(throwing: error)
+                    }
                 }
             }
         } onCancel: {

@@ -14,6 +14,10 @@ struct CancelActions {
     private var released: [ReleasedHandlers] = []
     /// The first rejection's released handlers, kept inline (`.none` until there is one).
     private var single: ReleasedHandlers = .none
+    private var hasSingle: Bool {
+        if case .none = single { return false }
+        return true
+    }
     private var links: [CancelLink] = []
     private var dropped: [MemberContents] = []
     /// The first thing to release, kept inline: settling one promise releases one member's
@@ -80,7 +84,7 @@ struct CancelActions {
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }
-        if !single.didSettle { single = consume unblocked } else { released.append(consume unblocked) }
+        if !hasSingle { single = consume unblocked } else { released.append(consume unblocked) }
         return true
     }
 
@@ -148,7 +152,7 @@ struct CancelActions {
         singleCall = nil
         for body in calls { body() }
         calls = []
-        if single.didSettle {
+        if hasSingle {
             var first = ReleasedHandlers.none
             swap(&first, &single)
             drain(consuming: first)

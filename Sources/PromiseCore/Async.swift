@@ -110,7 +110,7 @@ final class ResumeOnce<T>: Sendable {
 
 extension Result {
     /// The same outcome as a `Swift.Result`.
-    package var swiftResult: Swift.Result<T, Error> {
+    var swiftResult: Swift.Result<T, Error> {
         switch self {
         case .fulfilled(let value): return .success(value)
         case .rejected(let error): return .failure(error)

@@ -188,7 +188,7 @@ private func isRemovedRegistration(
     case released(source: AnyObject, handlers: Handlers, attachment: (any PromiseAttachment)?, key: UInt32)
 
     /// Whether the call that returned this settled its promise.
-    @inline(__always) package var didSettle: Bool {
+    @inline(__always) var didSettle: Bool {
         if case .none = self { return false }
         return true
     }

@@ -40,7 +40,7 @@ import Dispatch
 // Handlers.swift), the steps of a chain (`_generalStep`, `_map`, `_then`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks (`LockWord` and `lockWordLock(of:)`…, `Locked`,
 // `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
-// `_promise`, `Guarantee(promise:)`, `Result.swiftResult`, `DispatchTimeInterval.promiseSeconds`,
+// `_promise`, `Guarantee(promise:)`, `DispatchTimeInterval.promiseSeconds`,
 // `neverScheduledWork`.
 
 // MARK: - A producer's task (rule 1)
