@@ -100,6 +100,13 @@ case "race_pending":
     precondition(winner.value == 7)
 case "cancel_create_cancel":
     createAndCancel(iterations)
+case "cancel_chain_build":
+    // The chain of `cancel_chain_tail`, built and left pending (the memory row's workload).
+    let (head, resolver) = CancellablePromise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.map(on: nil) { $0 &+ 1 } }
+    consume(tail)
+    consume(resolver)
 case "cancel_chain_tail":
     let (head, resolver) = CancellablePromise<Int>.pending()
     var tail = head
