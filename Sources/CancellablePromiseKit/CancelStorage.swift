@@ -314,23 +314,36 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// Reserves a slot for a step that follows `upstream` (see `MemberTable.reserve`): the step's
-    /// promise is made with this storage as its attachment and the slot as its key, then listed
-    /// with `_list`.
-    @usableFromInline func _reserve(upstream: _CancelKey?, isObserver: Bool) -> _CancelKey {
+    /// Adds a step that follows `upstream`, in one locked section: reserves its slot (see
+    /// `MemberTable.reserve`), makes the step with `make` (given the slot's key: it only
+    /// allocates and initialises, no user code runs under the lock), lists it, and counts the
+    /// step's `CancellablePromise` as a new handle. The step is not connected to its source yet:
+    /// nothing can run its body or settle it but this chain's cancellation, so listing it before
+    /// it is connected decides everything a settle could race with. The caller connects it.
+    @inlinable
+    func _addStep<U>(
+        upstream: _CancelKey, isObserver: Bool, _ make: (_CancelKey) -> _UnconnectedStep<U>
+    ) -> (step: _UnconnectedStep<U>, key: _CancelKey) {
+        let (root, key) = _lockRootAndReserve(upstream: upstream, isObserver: isObserver)
+        let step = make(key)
+        _listAndUnlock(key, target: step.promise, root: root)
+        return (step, key)
+    }
+
+    /// The first half of `_addStep`: locks the root and reserves a slot; returns with the lock
+    /// held.
+    @usableFromInline func _lockRootAndReserve(upstream: _CancelKey, isObserver: Bool) -> (CancelStorage, _CancelKey) {
         let root = lockRoot()
         let key = members.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
         relistIfPruned(under: root)
-        root.unlock()
-        return key
+        return (root, key)
     }
 
-    /// Lists the step reserved as `key`, whose promise `target` was made with this storage as
-    /// its attachment, or settles the matter at once if it has settled or the chain was
-    /// cancelled or abandoned; counts the step's `CancellablePromise` as a new handle.
-    @usableFromInline func _list(_ key: _CancelKey, target: any CancelTarget) {
+    /// The second half of `_addStep`: lists the step `target` reserved as `key`, or settles the
+    /// matter at once if the chain was cancelled or abandoned, unlocks `root`, counts the
+    /// step's `CancellablePromise` as a handle and runs what listing decided.
+    @usableFromInline func _listAndUnlock(_ key: _CancelKey, target: any CancelTarget, root: CancelStorage) {
         var actions = CancelActions()
-        let root = lockRoot()
         members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
         noteIfEmptied(under: root)
         root.unlock()

@@ -8,13 +8,6 @@ import PromiseCore
 // `conf.Q.map` or `conf.Q.return`; `on: nil` runs synchronously on the settling thread).
 
 extension CancellablePromise {
-    /// Reserves a member for a step that follows this promise in the chain.
-    @inlinable
-    func nextMember(isObserver: Bool = false) -> _CancelMember {
-        let storage = _chainStorage
-        return _CancelMember(storage: storage, key: storage._reserve(upstream: _key, isObserver: isObserver))
-    }
-
     /// Wraps a step of this chain (one made without the storage as its attachment).
     @inlinable
     func chained<U>(_ step: Promise<U>) -> CancellablePromise<U> {
@@ -23,24 +16,31 @@ extension CancellablePromise {
 
     /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
     /// `compactMap`, `done`, `get`, `recover`, and the sequence helpers that take a body).
-    /// `make` builds the core step with the chain's storage as its attachment and the reserved
-    /// member's slot as its key from the start: the step asks the storage before its body
-    /// starts, so no body starts once the chain is cancelled — also a step made while
-    /// `cancel()` runs, or queued before it. `make` also receives the member to link what the
-    /// body returns.
+    /// `make` builds the core step, not yet connected to this promise, with the chain's storage
+    /// as its attachment and its member's slot as its key from the start: the step asks the
+    /// storage before its body starts, so no body starts once the chain is cancelled — also a
+    /// step made while `cancel()` runs, or queued before it. `make` also receives the member to
+    /// link what the body returns. The member is reserved, made and listed under one lock
+    /// (`make` only allocates), then the step is connected: its body may run from then on.
     @inlinable
-    func step<U>(_ make: (_CancelMember) -> Promise<U>) -> CancellablePromise<U> {
-        let member = nextMember()
-        return CancellablePromise<U>(step: make(member), storage: member.storage, key: member.key)
+    func step<U>(
+        isObserver: Bool = false, _ make: (_CancelMember) -> _UnconnectedStep<U>
+    ) -> CancellablePromise<U> {
+        let storage = _chainStorage
+        let (step, key) = storage._addStep(upstream: _key, isObserver: isObserver) { key in
+            make(_CancelMember(storage: storage, key: key))
+        }
+        let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
+        promise._connect(step)
+        return wrapper
     }
 
     /// Wraps an observer step (`ensure`, `ensureThen`, `tap`): a cancellation does not reject
     /// it; it runs its body with the cancellation error and passes the cancellation on, so the
     /// steps after it settle in chain order. `make` receives the observer's member.
     @inlinable
-    func observer(_ make: (_CancelMember) -> Promise<T>) -> CancellablePromise<T> {
-        let member = nextMember(isObserver: true)
-        return CancellablePromise<T>(step: make(member), storage: member.storage, key: member.key)
+    func observer(_ make: (_CancelMember) -> _UnconnectedStep<T>) -> CancellablePromise<T> {
+        step(isObserver: true, make)
     }
 
     /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
@@ -59,7 +59,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         step { member in
-            promise._then(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
                 value -> CancellablePromise<U> in
                 let next = try body(value)
                 member.link(next)
@@ -78,7 +78,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
         step { member in
-            promise._then(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
                 let next = try body(value)
                 member.link(next)
                 return next
@@ -95,7 +95,7 @@ extension CancellablePromise {
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
         step { member in
-            promise._map(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
         }
     }
 
@@ -106,7 +106,7 @@ extension CancellablePromise {
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
         step { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
             ) { result in
                 switch result {
@@ -125,7 +125,8 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { member in promise._map(on: on, flags: flags, attachment: member.storage, key: member.key.index, body) }
+        step { member in promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index, body)
+        }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
@@ -135,7 +136,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
         step { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
             ) { result in
                 if case .fulfilled(let value) = result { try body(value) }
@@ -153,7 +154,7 @@ extension CancellablePromise {
         _ body: @escaping (Result<T>) -> Void
     ) -> CancellablePromise<T> {
         observer { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 body(result)
@@ -193,7 +194,7 @@ extension CancellablePromise {
         _ body: @escaping (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         step { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
             ) { result in
                 guard case .rejected(let error) = result, policy._catches(error) else {
@@ -223,7 +224,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Void
     ) -> CancellablePromise<T> {
         observer { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 body()
@@ -240,7 +241,7 @@ extension CancellablePromise {
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
         observer { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 .settleAs(
@@ -261,7 +262,7 @@ extension CancellablePromise {
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
         observer { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
             ) { result in
                 .settleAs(
@@ -289,7 +290,7 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
         step { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.index
             ) { result in
                 if case .rejected(let error) = result { body(error) }
@@ -306,7 +307,7 @@ extension CancellablePromise where T == Void {
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
         step { member in
-            promise._generalStep(
+            promise._makeGeneralStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
             ) { result in
                 guard case .rejected(let error) = result, policy._catches(error) else {

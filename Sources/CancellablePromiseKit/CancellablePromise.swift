@@ -126,14 +126,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
         self._key = .none
     }
 
-    /// Makes `promise`, a step made with `storage` as its attachment and `key` (just reserved)
-    /// as its key, a member of `storage`'s chain (a new handle of it).
+    /// Wraps `promise`, a step that `storage._addStep` listed as `key` and counted as the handle
+    /// this promise is.
     @inlinable
-    init(step promise: Promise<T>, storage: CancelStorage, key: _CancelKey) {
+    init(listedStep promise: Promise<T>, storage: CancelStorage, key: _CancelKey) {
         self.promise = promise
         self._storage = storage
         self._key = key
-        storage._list(key, target: promise)
     }
 
     // MARK: Creating

@@ -55,11 +55,10 @@ struct MemberTable {
         enum State {
             /// Unused (listed in `freeSlots`, unless it is at the end of the table).
             case free
-            /// Reserved for a step whose promise is being made (it may already run its body and
-            /// link what the body returned): not listed yet.
+            /// Reserved for a promise being made or attached, and listed before the lock it was
+            /// reserved under is released: its promise cannot report to it meanwhile (a step is
+            /// connected to its source only once listed).
             case reserved
-            /// Its promise settled before it was listed: freed when it is listed.
-            case settledBeforeListing
             /// Listed: its promise is pending and a cancellation rejects it.
             case listed
             /// Cancelled, abandoned, or left by a cancellation while its promise had settled on
@@ -273,10 +272,6 @@ struct MemberTable {
         switch state(index) {
         case .reserved:
             break
-        case .settledBeforeListing:
-            // Its contents went when it settled; it will not report again.
-            free(index)
-            return
         case .free, .listed, .detached:
             preconditionFailure("MemberTable.list: the slot is not reserved")
         }
@@ -322,14 +317,12 @@ struct MemberTable {
             free(index)
             return (taken, earlier)
         case .reserved:
-            // Settled before being listed (a step whose body ran at once): `list` frees it.
-            withSlot(index) { $0.state = .settledBeforeListing }
-            return (take(index), takeEarlier(index))
+            preconditionFailure("MemberTable.memberSettled: a member reports only once listed")
         case .detached:
             let earlier = takeEarlier(index)
             free(index)
             return (MemberContents(), earlier)
-        case .free, .settledBeforeListing:
+        case .free:
             return (MemberContents(), nil)
         }
     }
@@ -347,7 +340,7 @@ struct MemberTable {
                 if case .abandoned = phase { return actions.release(link) }
                 withSlot(index) { $0.contents.link = CancelLink.adding(link, to: $0.contents.link) }
                 return
-            case .free, .settledBeforeListing, .detached:
+            case .free, .detached:
                 break
             }
         }

@@ -337,43 +337,78 @@ extension Promise {
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
         isObserver: Bool = false,
-        attachment: (any PromiseAttachment)? = nil,
-        key: UInt32 = 0,
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> Promise<U> {
         let step = GeneralStep<T, U>(
             queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body, runner: runGeneralStep)
-        if let attachment { step.initializeAttachment(attachment, key: key) }
         addHandlerAndDrain(step)
         return step
     }
+}
 
-    /// `map` whose step has `attachment` from the start (see `PromiseAttachment.errorBeforeBody`).
-    @inlinable package final func _map<U>(
+/// A step made with its attachment but not yet added to its source (see `Promise._connect`):
+/// nothing can run its body, settle it or see it, so its owner can list it first. Made by
+/// `_makeGeneralStep`, `_makeMap` and `_makeThen`.
+@usableFromInline package struct _UnconnectedStep<U> {
+    /// The step.
+    @usableFromInline package let promise: Promise<U>
+    /// The same object, as the handler its source runs.
+    @usableFromInline let handler: any PromiseHandler
+
+    @usableFromInline init(_ step: some PromiseStep & Promise<U>) {
+        promise = step
+        handler = step
+    }
+}
+
+extension Promise {
+    /// Adds `step`, made from this promise by one of the `_make…` functions, as a handler: its
+    /// body runs when this promise settles (at once if it has).
+    @inlinable package final func _connect<U>(_ step: _UnconnectedStep<U>) {
+        addHandlerAndDrain(step.handler)
+    }
+
+    /// A general step of this promise with `attachment` (which knows it by `key`) from the start
+    /// (see `PromiseAttachment.errorBeforeBody`), not yet connected.
+    @inlinable package final func _makeGeneralStep<U>(
+        on queue: DispatchQueue?,
+        flags: DispatchWorkItemFlags?,
+        hop: HopRule,
+        isObserver: Bool = false,
+        attachment: any PromiseAttachment,
+        key: UInt32,
+        _ body: @escaping (Result<T>) throws -> StepOutcome<U>
+    ) -> _UnconnectedStep<U> {
+        let step = GeneralStep<T, U>(
+            queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body, runner: runGeneralStep)
+        step.initializeAttachment(attachment, key: key)
+        return _UnconnectedStep(step)
+    }
+
+    /// A `map` step with `attachment` from the start, not yet connected.
+    @inlinable package final func _makeMap<U>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
         key: UInt32,
         _ transform: @escaping (T) throws -> U
-    ) -> Promise<U> {
+    ) -> _UnconnectedStep<U> {
         let step = MapStep<T, U>(queue: queue, flags: flags, transform: transform)
         step.initializeAttachment(attachment, key: key)
-        addHandlerAndDrain(step)
-        return step
+        return _UnconnectedStep(step)
     }
 
-    /// `then` whose step has `attachment` from the start.
-    @inlinable package final func _then<R: Thenable>(
+    /// A `then` step with `attachment` from the start, not yet connected.
+    @inlinable package final func _makeThen<R: Thenable>(
         on queue: DispatchQueue?,
         flags: DispatchWorkItemFlags?,
         attachment: any PromiseAttachment,
         key: UInt32,
         _ body: @escaping (T) throws -> R
-    ) -> Promise<R.T> {
+    ) -> _UnconnectedStep<R.T> {
         let step = ThenStep<T, R>(queue: queue, flags: flags, body: body)
         step.initializeAttachment(attachment, key: key)
-        addHandlerAndDrain(step)
-        return step
+        return _UnconnectedStep(step)
     }
 }
 
