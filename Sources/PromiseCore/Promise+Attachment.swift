@@ -13,7 +13,8 @@ import Dispatch
 //    *attachment* (`PromiseAttachment`): a producer's task, or the storage of the cancellable
 //    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
 //    promise with `replaceAttachment(with:key:)`, or makes a step with its attachment from the
-//    start (`_map`, `_then` and `_generalStep` with `attachment:key:`, in Steps.swift). The
+//    start and lists it before the step is connected to its source (`_makeMap`, `_makeThen`,
+//    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile. The
 //    attachment is told once, outside every lock, that the promise settled
 //    (`promiseDidSettle(key:)`), and is released then.
 // 3. A cancelled chain's bodies never start. Before a step's body starts (not an observer's),
@@ -37,7 +38,7 @@ import Dispatch
 // them: making and settling a promise without a `Resolver` (`_makePending()`,
 // `settle(fulfilled:)`, `settle(rejected:)`, `resolve(_:)`, `_fulfillAndDrain(_:)`,
 // `_rejectAndDrain(_:)`, `addSettleHandler(_:)`, `register(owner:_:)`; Promise.swift,
-// Handlers.swift), the steps of a chain (`_generalStep`, `_map`, `_then`, `_mirror()`, `HopRule`,
+// Handlers.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks (`LockWord` and `lockWordLock(of:)`…, `Locked`,
 // `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
 // `_promise`, `Guarantee(promise:)`, `DispatchTimeInterval.promiseSeconds`,
