@@ -343,6 +343,13 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// matter at once if the chain was cancelled or abandoned, unlocks `root`, counts the
     /// step's `CancellablePromise` as a handle and runs what listing decided.
     @usableFromInline func _listAndUnlock(_ key: _CancelKey, target: any CancelTarget, root: CancelStorage) {
+        if root.state.isActive {
+            // The common case: nothing to do after the lock.
+            members.listActive(key, target: target)
+            root.unlock()
+            addHandle()
+            return
+        }
         var actions = CancelActions()
         members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
         noteIfEmptied(under: root)
@@ -390,17 +397,24 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?, addingHandle: Bool
     ) -> _CancelKey {
         if addingHandle { addHandle() }
-        var actions = CancelActions()
         let root = lockRoot()
         let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
         relistIfPruned(under: root)
         let (attached, previous, previousKey) = promise.replaceAttachment(with: self, key: key.index)
-        if attached {
+        if attached, let previous, !(previous is PromiseCancellation) {
             // Keeps the attachment it had (not a producer's task, which the cancel closure
             // stands for), to tell when it settles.
-            if let previous, !(previous is PromiseCancellation) {
-                members.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
-            }
+            members.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
+        }
+        if attached, root.state.isActive {
+            // The common case: nothing to do after the lock but release a producer's task.
+            members.listActive(key, target: promise)
+            root.unlock()
+            withExtendedLifetime(previous) {}
+            return key
+        }
+        var actions = CancelActions()
+        if attached {
             members.list(key, target: promise, phase: root.state.phase, home: self, into: &actions)
         } else {
             // Settled already: nothing to cancel; the closure is released uncalled.

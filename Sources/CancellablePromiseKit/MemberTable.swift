@@ -262,6 +262,18 @@ struct MemberTable {
 
     // MARK: Events
 
+    /// Lists the member reserved as `key`, whose promise is `target`, in an active chain: the
+    /// common case of `list`, with nothing to do after the lock.
+    mutating func listActive(_ key: _CancelKey, target: any CancelTarget) {
+        let index = Int(key.index)
+        guard case .reserved = state(index) else { preconditionFailure("MemberTable.list: the slot is not reserved") }
+        withSlot(index) { slot in
+            slot.contents.target = target
+            slot.state = .listed
+        }
+        listedCount += 1
+    }
+
     /// Lists the member reserved as `key`, whose promise is `target`, in a chain whose root is
     /// in `phase`; `home` is this table's storage.
     mutating func list(
