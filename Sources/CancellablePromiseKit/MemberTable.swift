@@ -27,12 +27,20 @@ struct _CancelKey: Equatable, Sendable {
 /// What a member held, released outside the lock (closures may own objects whose `deinit` runs
 /// user code).
 struct MemberContents {
+    // Declared in this order so that the link's tag byte comes last: a slot's small fields fill
+    // the padding after it (a slot takes 64 bytes).
+    /// The promise to reject when the chain is cancelled.
+    var target: (any CancelTarget)?
     /// Stops the promise's task; called at most once, only while the promise is pending.
     var cancelBody: (() -> Void)?
     /// Chains this step waits on: cancelled with it.
     var link: CancelLink?
-    /// The promise to reject when the chain is cancelled.
-    var target: (any CancelTarget)?
+
+    init(cancelBody: (() -> Void)? = nil, link: CancelLink? = nil, target: (any CancelTarget)? = nil) {
+        self.target = target
+        self.cancelBody = cancelBody
+        self.link = link
+    }
 
     var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
 }
@@ -66,16 +74,26 @@ struct MemberTable {
             case detached
         }
 
+        // Declared in this order to take 64 bytes: the one-byte fields sit after the contents'
+        // last (one-byte) tag, and the upstream key is not optional (`noUpstream` stands for none).
+        var contents = MemberContents()
         var state: State
-        var generation: UInt32 = 0
         /// Observers (`ensure`, `ensureThen`, `tap`) are not rejected by a cancellation: they
         /// pass it on when their body has run, so the chain settles in order.
         var isObserver = false
         /// Scratch for a cancellation: whether the member waits behind an observer.
         var waitsBehindObserver: Bool?
-        /// The step this one follows in the chain (in the same table).
-        var upstream: _CancelKey?
-        var contents = MemberContents()
+        var generation: UInt32 = 0
+        /// The step this one follows in the chain (in the same table), or `noUpstream`.
+        var upstream = Slot.noUpstream
+
+        /// The `upstream` of a member that follows none (a new chain's first promise). Not
+        /// `_CancelKey.none`, the key of a promise made settled, which a step may follow.
+        static let noUpstream = _CancelKey(index: .max, generation: .max)
+
+        init(state: State) {
+            self.state = state
+        }
 
         static var empty: Slot { Slot(state: .free) }
     }
@@ -99,6 +117,9 @@ struct MemberTable {
     var isInRootsList = false
     /// Slots not free.
     private(set) var inUse = 0
+    /// Slots in use by observers: a cancellation of a table without any skips working out which
+    /// members wait behind one.
+    private var observersInUse = 0
 
     init() {}
 
@@ -126,7 +147,10 @@ struct MemberTable {
     private func state(_ index: Int) -> Slot.State { readSlot(index) { $0.state } }
     private func generation(_ index: Int) -> UInt32 { readSlot(index) { $0.generation } }
     private func isObserver(_ index: Int) -> Bool { readSlot(index) { $0.isObserver } }
-    private func upstream(_ index: Int) -> _CancelKey? { readSlot(index) { $0.upstream } }
+    private func upstream(_ index: Int) -> _CancelKey? {
+        let key = readSlot(index) { $0.upstream }
+        return key == Slot.noUpstream ? nil : key
+    }
     private func waitsBehindObserver(_ index: Int) -> Bool? { readSlot(index) { $0.waitsBehindObserver } }
 
     /// The slot of `key` if it is still the reservation `key` names.
@@ -167,10 +191,11 @@ struct MemberTable {
             slot.state = .reserved
             slot.generation = generation
             slot.isObserver = isObserver
-            slot.upstream = upstream
+            slot.upstream = upstream ?? Slot.noUpstream
             slot.contents.cancelBody = cancelBody
         }
         inUse += 1
+        if isObserver { observersInUse += 1 }
         return _CancelKey(index: UInt32(index), generation: generation)
     }
 
@@ -187,6 +212,7 @@ struct MemberTable {
     /// free slots at the end of the table are dropped from it (a long-lived chain whose newer
     /// members settled gives their storage back); others go on the free list.
     private mutating func free(_ index: Int) {
+        if isObserver(index) { observersInUse -= 1 }
         withSlot(index) { $0 = .empty }
         inUse -= 1
         if inUse == 0 {
@@ -379,11 +405,13 @@ struct MemberTable {
         guard listedCount > 0 else { return }
         actions.reserveRejections(listedCount)
         var index = 0
-        while index < slotCount {
-            if case .listed = state(index) { markWaitingBehindObserver(index) }
-            index += 1
+        if observersInUse > 0 {
+            while index < slotCount {
+                if case .listed = state(index) { markWaitingBehindObserver(index) }
+                index += 1
+            }
+            index = 0
         }
-        index = 0
         // `free` may release the array once the last slot is freed: `slotCount` is read again.
         while index < slotCount {
             if case .listed = state(index) {
