@@ -44,11 +44,3 @@ extension LockWordLayoutTests {
         XCTAssertEqual(coalescer._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(coalescer)))
     }
 }
-
-extension LockWordLayoutTests {
-    /// A member of a chain is a slot of its storage's table: its fields are ordered so that it
-    /// takes 64 bytes (see `MemberTable.Slot`); a field added or moved shows here.
-    func testMemberSlotTakes64Bytes() {
-        XCTAssertLessThanOrEqual(MemoryLayout<MemberTable.Slot>.stride, 64)
-    }
-}
