@@ -93,6 +93,9 @@ struct MemberTable {
     /// those, and `compactFreeSlots` drops them once they could be half of the list.
     private var freeSlots: [Int32] = []
     private var nextGeneration: UInt32 = 0
+    /// Slots in use by observers: a cancellation of a table without any skips working out which
+    /// members wait behind one. (32 bits, beside `nextGeneration`: the table stays as large.)
+    private var observersInUse: UInt32 = 0
     /// Earlier attachments, by slot: rare (a promise listed with an attachment other than a
     /// producer's task).
     private var earlier: [Int: EarlierAttachment] = [:]
@@ -103,9 +106,6 @@ struct MemberTable {
     var isInRootsList = false
     /// Slots not free.
     private(set) var inUse = 0
-    /// Slots in use by observers: a cancellation of a table without any skips working out which
-    /// members wait behind one.
-    private var observersInUse = 0
 
     init() {}
 
