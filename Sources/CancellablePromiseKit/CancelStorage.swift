@@ -178,6 +178,8 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     private func cancelGroup(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
         guard let group = state.cancel(with: error, at: site) else { return false }
         members.cancelMembers(with: error, home: self, into: &actions)
+        // A chain that no join absorbed into (the common case) has no group to go through.
+        guard !group.isEmpty else { return true }
         for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
         actions.releasedStorages.append(contentsOf: group)
         return true
