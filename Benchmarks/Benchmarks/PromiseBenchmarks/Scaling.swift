@@ -23,12 +23,12 @@ func registerScalingBenchmarks() {
         pendingStepLoop(steps: loopLarge, benchmark)
     }
 
-    Benchmark("cancel_join_1k", configuration: configuration()) { benchmark in
-        joinContexts(scalingSmall, benchmark)
+    Benchmark("cancel_join_1k", configuration: configuration(seconds: 2)) { benchmark in
+        joinContexts(scalingSmall, structures: joinLarge / scalingSmall, benchmark)
     }
 
     Benchmark("cancel_join_64k", configuration: configuration(seconds: 2)) { benchmark in
-        joinContexts(joinLarge, benchmark)
+        joinContexts(joinLarge, structures: 1, benchmark)
     }
 
     // Long-lived structures (detail 21). The small row of each pair works on
@@ -122,39 +122,59 @@ func pendingStepLoop(steps: Int, _ benchmark: Benchmark) {
     precondition(outer.value == steps && !outer.isCancelled, "the loop's value did not reach the outer promise")
 }
 
-/// `count` contexts joined into one with `cancellize(cancelContext:)`. A join merges the chain
-/// with fewer pending promises into the other (union by size). The shared chain is alternately
-/// the receiving and the other side of the join (`a` and `b` of `CancelState.join`): a
-/// single-promise chain is joined into the shared context
+/// `structures` times, `count` contexts joined into one with `cancellize(cancelContext:)`. A
+/// join merges the chain with fewer pending promises into the other (union by size). The shared
+/// chain is alternately the receiving and the other side of the join (`a` and `b` of
+/// `CancelState.join`): a single-promise chain is joined into the shared context
 /// (`single.cancellize(cancelContext: shared)`), then the shared chain's promise is joined into
 /// a fresh two-promise chain (`sharedMember.cancellize(cancelContext: fresh)`). The shared chain
 /// is merged into the other one only by the first join, while it is not yet the larger;
 /// afterwards every other chain is merged into it, from either side. Measures the joins; the
-/// chains are made before, and the joined chain is cancelled after, to check that every chain
-/// is in it.
-func joinContexts(_ count: Int, _ benchmark: Benchmark) {
-    let shared = CancelContext()
-    let (sharedSource, sharedResolver) = Promise<Int>.pending()
-    let sharedMember = CancellablePromise(sharedSource, cancelContext: shared)
-    let singles = (0..<(count + 1) / 2).map { _ in CancellablePromise<Int>.pending() }
-    let fresh = (0..<count / 2).map { _ in
-        let (head, resolver) = CancellablePromise<Int>.pending()
-        return (head: head, tail: head.map(on: nil) { $0 &+ 1 }, resolver: resolver)
+/// chains are made before, and each joined chain is cancelled after, to check that every chain
+/// is in it. The small row joins 64 groups of 1,000 side by side, the large row one group of
+/// 64,000: the same contexts and memory, so the ratio shows how a join's cost grows with the
+/// size of the chain it joins, not with what stops fitting in the caches.
+func joinContexts(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    struct Group {
+        let shared = CancelContext()
+        let sharedMember: CancellablePromise<Int>
+        let sharedResolver: Resolver<Int>
+        let singles: [(promise: CancellablePromise<Int>, resolver: Resolver<Int>)]
+        let fresh: [(head: CancellablePromise<Int>, tail: CancellablePromise<Int>, resolver: Resolver<Int>)]
+        let freshContexts: [CancelContext]
+
+        init(count: Int) {
+            let (sharedSource, resolver) = Promise<Int>.pending()
+            sharedResolver = resolver
+            sharedMember = CancellablePromise(sharedSource, cancelContext: shared)
+            singles = (0..<(count + 1) / 2).map { _ in CancellablePromise<Int>.pending() }
+            fresh = (0..<count / 2).map { _ in
+                let (head, resolver) = CancellablePromise<Int>.pending()
+                return (head: head, tail: head.map(on: nil) { $0 &+ 1 }, resolver: resolver)
+            }
+            // Asked for before the joins: a chain makes its context on first use.
+            freshContexts = fresh.map { $0.head.cancelContext }
+        }
     }
+    let groups = (0..<structures).map { _ in Group(count: count) }
     benchmark.startMeasurement()
-    for i in 0..<count {
-        if i.isMultiple(of: 2) {
-            _ = singles[i / 2].promise.cancellize(cancelContext: shared)
-        } else {
-            _ = sharedMember.cancellize(cancelContext: fresh[i / 2].head.cancelContext)
+    for group in groups {
+        for i in 0..<count {
+            if i.isMultiple(of: 2) {
+                _ = group.singles[i / 2].promise.cancellize(cancelContext: group.shared)
+            } else {
+                _ = group.sharedMember.cancellize(cancelContext: group.freshContexts[i / 2])
+            }
         }
     }
     benchmark.stopMeasurement()
-    shared.cancel()
-    precondition(sharedMember.promise.isRejected)
-    precondition(singles.allSatisfy { $0.promise.isCancelled && $0.promise.promise.isRejected })
-    precondition(fresh.allSatisfy { $0.head.promise.isRejected && $0.tail.promise.isRejected })
-    blackHole((sharedResolver, singles, fresh))
+    for group in groups {
+        group.shared.cancel()
+        precondition(group.sharedMember.promise.isRejected)
+        precondition(group.singles.allSatisfy { $0.promise.isCancelled && $0.promise.promise.isRejected })
+        precondition(group.fresh.allSatisfy { $0.head.promise.isRejected && $0.tail.promise.isRejected })
+    }
+    blackHole(groups)
 }
 
 /// `structures` times: one chain whose `then` bodies returned the promises of `count` other
