@@ -298,22 +298,14 @@ struct MemberTable {
         }
         switch phase {
         case .active:
-            withSlot(index) { $0.contents.target = target }
-            withSlot(index) { $0.state = .listed }
-            listedCount += 1
+            listActive(key, target: target)
         case .cancelled(let error, _):
             if isObserver(index) || upstream(index) != nil {
                 // A step added to a cancelled chain: its upstream promise passes the
                 // cancellation on to it, or, if it fulfilled, the step's body finds the chain
                 // cancelled before starting (`PromiseAttachment.errorBeforeBody`) and rejects.
                 // A body that already ran has its returned chain cancelled.
-                var taken = take(index)
-                if let link = taken.link {
-                    taken.link = nil
-                    actions.follow(link, error: error)
-                }
-                actions.release(taken)
-                withSlot(index) { $0.state = .detached }
+                detachCancellingLinks(index, with: error, into: &actions)
             } else {
                 withSlot(index) { $0.contents.target = target }
                 reject(index, home: home, with: error, into: &actions)
@@ -402,13 +394,7 @@ struct MemberTable {
                 if waitsBehindObserver(index) == true {
                     // Settles when the observer ahead of it passes the cancellation on; what it
                     // is linked to (a task tied with `appendCancellable`) is cancelled now.
-                    var taken = take(index)
-                    if let link = taken.link {
-                        taken.link = nil
-                        actions.follow(link, error: error)
-                    }
-                    actions.release(taken)
-                    withSlot(index) { $0.state = .detached }
+                    detachCancellingLinks(index, with: error, into: &actions)
                 } else {
                     reject(index, home: home, with: error, into: &actions)
                 }
@@ -440,6 +426,20 @@ struct MemberTable {
             index += 1
         }
         listedCount = 0
+    }
+
+    /// Detaches the member of slot `index` without rejecting its promise (something upstream
+    /// will settle it), cancelling with `error` what it links to and releasing the rest after the
+    /// lock. Its slot is freed by its promise's settle notification.
+    private mutating func detachCancellingLinks(_ index: Int, with error: any Error, into actions: inout CancelActions)
+    {
+        var taken = take(index)
+        if let link = taken.link {
+            taken.link = nil
+            actions.follow(link, error: error)
+        }
+        actions.release(taken)
+        withSlot(index) { $0.state = .detached }
     }
 
     /// Rejects the promise of slot `index` (no longer counted as listed) under the lock, a

@@ -12,7 +12,8 @@ import PromiseCore
 //   (no variable, no follower) is freed, and so releases the source;
 // - a follower's cancel closure holds a ticket, and the ticket holds the handle: a follower
 //   that can still be cancelled keeps the work alive. The ticket's `deinit` reports the
-//   follower abandoned when its chain's last cancel handle goes away (detail 14).
+//   follower abandoned when its chain's last cancel handle goes away (nothing can cancel it any
+//   more).
 
 /// A cancellable promise shared by several waiters, with reference-counted cancellation: it
 /// hands out followers, and its source is cancelled only once no follower waits any more.

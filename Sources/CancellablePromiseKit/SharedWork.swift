@@ -5,7 +5,8 @@ import PromiseCore
 //
 // Shared work is one source promise and the followers waiting on it. The state holds each
 // follower's *resolver* (to settle it as the source settles), never the follower's cancel
-// handle: a follower whose every handle was dropped is abandoned (detail 14), and a small
+// handle: a follower whose every handle was dropped is abandoned (no `CancellablePromise`, context, bag or
+// link of its chain is left), and a small
 // ticket captured by its cancel closure reports that from its `deinit`. A follower leaves the
 // table when it is cancelled or abandoned; the last one to leave cancels the source.
 //

@@ -2,7 +2,7 @@ import Dispatch
 
 // The seam between PromiseCore and the cancellation layer (CancellablePromiseKit and the
 // producers of PromiseFoundation). PromiseCore cancels nothing itself; this file is all it
-// offers for cancelling, each entry point serving one rule of the contract (DESIGN.md). All of
+// offers for cancelling, each entry point serving one rule of the cancellation layer (the rules below). All of
 // it is `package` (or internal and `@usableFromInline`): no public surface, PromiseKit 8's API
 // is unchanged.
 //

@@ -4,7 +4,7 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
-// A cancel that follows many links costs O(n) (detail 21). One cancel collects the rejections
+// A cancel that follows many links costs O(n), not O(n²). One cancel collects the rejections
 // of every chain it reaches in one list; these tests count how often that list grew
 // (`CancelActions.rejectionListGrowths`, debug builds) instead of timing the cancel. Making room
 // for exactly one more chain at a time grows (and copies) the list once per chain reached:

@@ -487,13 +487,7 @@ final class CancellationGraphTests: XCTestCase {
 
     func testALongLivedContextGivesBackMemberStorageAsMostMembersSettle() {
         let context = CancelContext()
-        var resolvers: [Resolver<Int>] = []
-        var promises: [CancellablePromise<Int>] = []
-        for _ in 0..<10_000 {
-            let (promise, resolver) = Promise<Int>.pending()
-            promises.append(promise.cancellize(cancelContext: context))
-            resolvers.append(resolver)
-        }
+        let (promises, resolvers) = pendingMembers(10_000, of: context)
         XCTAssertGreaterThanOrEqual(context.storage.memberCapacity, 9_999)
         for (index, resolver) in resolvers.enumerated() where index >= 100 { resolver.fulfill(index) }
         XCTAssertEqual(context.storage.memberCount, 100)
@@ -529,17 +523,23 @@ final class CancellationGraphTests: XCTestCase {
 }
 
 extension CancellationGraphTests {
-    func testALongLivedContextGivesBackTheSlotsOfItsNewestMembersAsTheySettleNewestFirst() {
-        let context = CancelContext()
-        let (keep, keepResolver) = Promise<Int>.pending()
-        let kept = keep.cancellize(cancelContext: context)
+    /// `count` pending promises made cancellable in `context`, and their resolvers.
+    func pendingMembers(_ count: Int, of context: CancelContext) -> ([CancellablePromise<Int>], [Resolver<Int>]) {
         var resolvers: [Resolver<Int>] = []
         var promises: [CancellablePromise<Int>] = []
-        for _ in 0..<10_000 {
+        for _ in 0..<count {
             let (promise, resolver) = Promise<Int>.pending()
             promises.append(promise.cancellize(cancelContext: context))
             resolvers.append(resolver)
         }
+        return (promises, resolvers)
+    }
+
+    func testALongLivedContextGivesBackTheSlotsOfItsNewestMembersAsTheySettleNewestFirst() {
+        let context = CancelContext()
+        let (keep, keepResolver) = Promise<Int>.pending()
+        let kept = keep.cancellize(cancelContext: context)
+        let (promises, resolvers) = pendingMembers(10_000, of: context)
         for (index, resolver) in resolvers.enumerated().reversed() { resolver.fulfill(index) }
         XCTAssertEqual(context.storage.memberCount, 1)
         XCTAssertLessThanOrEqual(context.storage.memberCapacity, 64, "the table's end is given back")

@@ -3,7 +3,8 @@ import Foundation
 import PromiseCore
 import XCTest
 
-// A long-lived token's registrations cost O(1) amortised to remove in any order (detail 21):
+// A long-lived token's registrations cost O(1) amortised to remove in any order (oldest
+// first, newest first, at random):
 // these tests count the entries the token copies to keep its list short
 // (`CancellationToken.entriesMoved`, debug builds) instead of timing the removals. Removing
 // entries one by one from the front of an array would move every later entry each time:
@@ -38,17 +39,23 @@ final class TokenScalingTests: XCTestCase {
 
     private var entriesMoved: Int { CancellationToken.entriesMoved.withLock { $0 } }
 
-    func testTokenPromisesSettledOldestFirstLeaveTheTokenInLinearWork() {
-        let count = 100_000
-        let request = CancellationRequest()
+    /// `count` pending `Promise(cancellationToken:)` on `token`, and their resolvers.
+    private func tokenPromises(_ count: Int, on token: CancellationToken) -> ([Promise<Int>], [Resolver<Int>]) {
         var resolvers: [Resolver<Int>] = []
         resolvers.reserveCapacity(count)
         let promises = (0..<count).map { _ in
-            Promise<Int>(cancellationToken: request.token) { resolver in
+            Promise<Int>(cancellationToken: token) { resolver in
                 resolvers.append(resolver)
                 return {}
             }
         }
+        return (promises, resolvers)
+    }
+
+    func testTokenPromisesSettledOldestFirstLeaveTheTokenInLinearWork() {
+        let count = 100_000
+        let request = CancellationRequest()
+        let (promises, resolvers) = tokenPromises(count, on: request.token)
         assertBounded(request.token, live: count, "every task registered")
         let movedBefore = entriesMoved
         for (index, resolver) in resolvers.enumerated() {
@@ -66,14 +73,7 @@ final class TokenScalingTests: XCTestCase {
     func testTokenPromisesSettledNewestFirstLeaveTheTokenInLinearWork() {
         let count = 20_000
         let request = CancellationRequest()
-        var resolvers: [Resolver<Int>] = []
-        resolvers.reserveCapacity(count)
-        let promises = (0..<count).map { _ in
-            Promise<Int>(cancellationToken: request.token) { resolver in
-                resolvers.append(resolver)
-                return {}
-            }
-        }
+        let (promises, resolvers) = tokenPromises(count, on: request.token)
         let movedBefore = entriesMoved
         for index in resolvers.indices.reversed() {
             resolvers[index].fulfill(index)

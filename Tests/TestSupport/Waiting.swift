@@ -38,7 +38,9 @@ public func waitForError<U: Thenable>(_ thenable: U, seconds: TimeInterval = 10)
 }
 
 /// Checks `condition` until it holds, at most `seconds`: every 2 ms while running the main run
-/// loop on the main thread, every 10 ms (sleeping) elsewhere. Returns whether it held.
+/// loop on the main thread, every 10 ms (sleeping) elsewhere. Returns whether it held. For
+/// effects nothing signals (an object freed on another thread, a queue's handler that has run):
+/// where a promise settles or a test scheduler drives the time, wait on that instead.
 public func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {

@@ -31,7 +31,7 @@ func registerScalingBenchmarks() {
         joinContexts(joinLarge, structures: 1, benchmark)
     }
 
-    // Long-lived structures (detail 21). The small row of each pair works on
+    // Long-lived structures (each add and remove O(1) amortised, in any order). The small row of each pair works on
     // `longLivedLarge / scalingSmall` structures of `scalingSmall` elements side by side, the
     // large row on one structure of `longLivedLarge`: the same number of elements and about the
     // same memory, so the ratio shows how the cost grows with the size of one structure, not how
@@ -258,6 +258,27 @@ func dropDerivedTokensOldestFirst(_ count: Int, structures: Int, _ benchmark: Be
     blackHole(derived)
 }
 
+/// Work finishing oldest first while new work arrives: makes `count` pending items with `make`
+/// (which returns each one's resolver, appended to `resolvers`), half of them first, then one
+/// made and the oldest pending one fulfilled per step, then the rest fulfilled oldest first.
+func addWhileSettlingOldestFirst(
+    _ count: Int, resolvers: inout [Resolver<Int>], _ make: () -> Resolver<Int>
+) {
+    let first = resolvers.count
+    var oldest = first
+    for index in 0..<count {
+        resolvers.append(make())
+        if index >= count / 2 {
+            resolvers[oldest].fulfill(oldest)
+            oldest += 1
+        }
+    }
+    while oldest < first + count {
+        resolvers[oldest].fulfill(oldest)
+        oldest += 1
+    }
+}
+
 /// `structures` long-lived `CancelBag`s, one after the other, into each of which `count`
 /// pending chains are stored while the oldest ones settle: half of them first, then one stored
 /// and the oldest pending one settled per step, then the rest settled oldest first and the bag
@@ -270,20 +291,10 @@ func settleBagEntriesOldestFirst(_ count: Int, structures: Int, _ benchmark: Ben
     benchmark.startMeasurement()
     for _ in 0..<structures {
         let bag = CancelBag()
-        let first = resolvers.count
-        var oldest = first
-        for index in 0..<count {
+        addWhileSettlingOldestFirst(count, resolvers: &resolvers) {
             let (promise, resolver) = CancellablePromise<Int>.pending()
             promise.store(in: bag)
-            resolvers.append(resolver)
-            if index >= count / 2 {
-                resolvers[oldest].fulfill(oldest)
-                oldest += 1
-            }
-        }
-        while oldest < first + count {
-            resolvers[oldest].fulfill(oldest)
-            oldest += 1
+            return resolver
         }
         precondition(bag.count == 0, "a settled chain stayed in the bag")
         bags.append(bag)
@@ -307,20 +318,10 @@ func settleWhenWhileOutputsOldestFirst(_ count: Int, structures: Int, _ benchmar
     for _ in 0..<structures {
         let (condition, conditionResolver) = Promise<Void>.pending()
         conditions.append(conditionResolver)
-        let first = resolvers.count
-        var oldest = first
-        for index in 0..<count {
+        addWhileSettlingOldestFirst(count, resolvers: &resolvers) {
             let (promise, resolver) = Promise<Int>.pending()
             outputs.append(when(promise, while: condition))
-            resolvers.append(resolver)
-            if index >= count / 2 {
-                resolvers[oldest].fulfill(oldest)
-                oldest += 1
-            }
-        }
-        while oldest < first + count {
-            resolvers[oldest].fulfill(oldest)
-            oldest += 1
+            return resolver
         }
     }
     benchmark.stopMeasurement()

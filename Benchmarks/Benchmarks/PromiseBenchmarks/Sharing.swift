@@ -44,7 +44,7 @@ func registerSharingBenchmarks() {
         precondition(keep.value == 1)
     }
 
-    // Many followers of one source (detail 21): `structures` sources of `count` followers side
+    // Many followers of one source (adding and removing one costs O(1) amortised): `structures` sources of `count` followers side
     // by side (the small row: 64 x 1,000; the large row: 1 x 64,000, the same 64,000 followers).
     for (suffix, count) in [("1k", scalingSmall), ("64k", longLivedLarge)] {
         let structures = longLivedLarge / count
