@@ -9,8 +9,10 @@ import PromiseCore
 //   the chain, or a `CancelContext` (made only when asked for, one per chain while it lives).
 //   Links, finalizers, bags and `autoCancel` combinators hold a promise of the chain as their
 //   handle (`_CancelHandle`).
-// - `CancelStorage` is the chain's shared state, behind one lock: a `CancelState` (the state
-//   machine) whose `MemberTable` has a slot per pending promise of the chain. Handles count
+// - `CancelStorage` is the chain's shared state, behind one lock: a `ChainState` (the state
+//   machine, ChainState.swift) whose `SlotTable` has a slot per pending promise of the chain.
+//   The storage decides nothing: it finds and locks the chain's root (`withRoot`), calls one
+//   event of the root's state machine, unlocks, and runs the `ChainActions` the event recorded. Handles count
 //   themselves in their storage, atomically (a promise going away takes no lock unless it is
 //   the last handle); when the last handle goes away the chain is *abandoned*: its
 //   members drop their promises, cancel closures and links (uncalled), so nothing but the work
@@ -30,8 +32,10 @@ import PromiseCore
 //
 // Joins (`cancellize(cancelContext:)` on a cancellable promise) make one storage forward to the
 // other's root (union by size of the groups). Members never move: the absorbed storage keeps its
-// table, guarded by its root's lock from then on, and the root lists the storages it absorbed,
-// so that cancelling or abandoning the chain walks every table of the group (iteratively).
+// table, guarded by its root's lock from then on, and the root lists the storages it absorbed
+// (its group), so that cancelling or abandoning the chain walks every table of the group
+// (iteratively). Where a storage forwards (`Forwarding`) is guarded by its own lock; its
+// `ChainState` by its root's.
 // Forwarding never loops: a join decides with both roots locked, only an active root is ever
 // absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
 // other one).
@@ -51,8 +55,8 @@ import PromiseCore
 /// promises. Never exposed: users hold `CancelContext` handles.
 @usableFromInline
 final class CancelStorage: PromiseAttachment, @unchecked Sendable {
-    // @unchecked: `state` is only touched with the lock held, `members` with the root's,
-    // `handleWord` only atomically.
+    // @unchecked: `forwarding` and `publicContext` are only touched with this storage's lock
+    // held, `chain` with its root's, `handleWord` only atomically.
     // The lock word must remain the first stored property (see PromiseCore's Lock.swift), the
     // handle count the second (`handleCountPointer`).
     private var lockWord = LockWord()
@@ -62,16 +66,23 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     /// written as a Swift property after `init`: a promise going away costs one atomic
     /// decrement, and the lock is taken only by the last handle.
     private var handleWord = 1
-    /// Guarded by this storage's own lock (so no dynamic exclusivity check is needed).
-    @exclusivity(unchecked) private var state = CancelState()
-    /// This storage's members, guarded by its root's lock: its own while it is a root, the lock
-    /// of the root it forwards to once a join absorbed it. A variable of its own, not a field of
-    /// `state`: the two are guarded by different locks then, and an access to a field is an
-    /// access to the whole variable (as ThreadSanitizer sees it).
-    @exclusivity(unchecked) private var members = MemberTable()
+    /// Where this storage's events are decided. Guarded by this storage's own lock.
+    @exclusivity(unchecked) private var forwarding = Forwarding.root
+    /// The chain's state machine if this storage is a root; only its table once a join
+    /// absorbed it. Guarded by the lock of the root (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) var chain = ChainState()
     /// The context `context()` handed out, while it lives: every promise of the chain made here
     /// returns the same one. Guarded by this storage's own lock.
     @exclusivity(unchecked) private weak var publicContext: CancelContext?
+
+    /// Where a storage's events are decided: in itself while it is a root, in the root it
+    /// forwards to once a join absorbed it.
+    enum Forwarding {
+        case root
+        /// Absorbed by a join: `next` leads to the root. `holding` is the storage this one
+        /// counts as a handle of (until its own handles are gone), if any.
+        case forwarded(next: CancelStorage, holding: CancelStorage?)
+    }
 
     /// A storage whose first handle is its creator (a `CancelContext` or the chain's first
     /// `CancellablePromise`).
@@ -113,13 +124,15 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
     @inline(__always) private func lock() { lockWordLock(of: self) }
     @inline(__always) private func unlock() { lockWordUnlock(of: self) }
 
+    // MARK: The critical section
+
     /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
     /// shortening the path for the next caller.
     @inline(__always)
     private func lockRoot() -> CancelStorage {
         // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
         lock()
-        guard case .forwarded = state.phase else { return self }
+        guard case .forwarded = forwarding else { return self }
         unlock()
         return lockForwardedRoot()
     }
@@ -131,126 +144,100 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         var hops = 0
         while true {
             storage.lock()
-            guard case .forwarded(let next, _) = storage.state.phase else { break }
+            guard case .forwarded(let next, _) = storage.forwarding else { break }
             storage.unlock()
             storage = next
             hops += 1
         }
         if hops > 1 {
+            // Path compression: point straight at the root found.
             let root = storage
             root.unlock()
             lock()
-            state.compress(to: root)
+            if case .forwarded(let next, let holding) = forwarding, next !== root {
+                forwarding = .forwarded(next: root, holding: holding)
+            }
             unlock()
             return root.lockRoot()
         }
         return storage
     }
 
-    /// Follows the links recorded in `actions` (cancelling the chains they reach, each under its
-    /// own lock, iteratively), then runs the actions.
-    private static func finish(_ actions: inout CancelActions) {
-        while let link = actions.nextLink() {
+    /// The one critical section of a chain's events: locks the root, runs `event` with the
+    /// root and this storage as the member's home (the state machine's event is called there),
+    /// unlocks, and runs what the event recorded. Links followed are cancelled at `site`, and
+    /// never reach the chain whose root is `excluded`.
+    @inline(__always) @discardableResult
+    private func withRoot<R>(
+        site: CancelSite = .library, excluding excluded: CancelStorage? = nil,
+        _ event: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> R
+    ) -> R {
+        var actions = ChainActions()
+        let root = lockRoot()
+        let result = event(root, MemberHome(self, root: root), &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions, site: site, excluding: excluded) }
+        return result
+    }
+
+    /// Reads the root's state with its lock held.
+    @inline(__always)
+    private func readRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return body(root)
+    }
+
+    /// Follows the links recorded in `actions` (cancelling the chains they reach, each in its
+    /// own critical section, iteratively: the same value collects what those cancels record),
+    /// then runs the actions.
+    private static func finish(_ actions: inout ChainActions, site: CancelSite, excluding excluded: CancelStorage?) {
+        while let (link, error) = actions.nextLink() {
             switch link {
             case .chain(let handle):
-                let error = actions.linkError ?? boxedCancellation
                 let root = handle._handleStorage.lockRoot()
-                if root === actions.excludedRoot {
-                    root.unlock()
-                    continue
-                }
-                root.cancelGroup(with: error, at: actions.linkSite ?? .library, into: &actions)
+                if root !== excluded { root.chain.cancel(with: error, at: site, root: root, into: &actions) }
                 root.unlock()
             case .task(let body):
                 actions.call(body)
             case .both(let first, let second):
-                actions.follow(second)
-                actions.follow(first)
+                actions.follow(second, error: error)
+                actions.follow(first, error: error)
             }
         }
         actions.run()
     }
 
-    /// Cancels the chain of this root (locked by the caller): marks it cancelled and cancels
-    /// the members of its table and of every table it absorbed. `false` if it was cancelled, or
-    /// abandoned, already.
-    @discardableResult
-    private func cancelGroup(with error: any Error, at site: CancelSite, into actions: inout CancelActions) -> Bool {
-        guard let group = state.cancel(with: error, at: site) else { return false }
-        members.cancelMembers(with: error, home: self, into: &actions)
-        // A chain that no join absorbed into (the common case) has no group to go through.
-        guard !group.isEmpty else { return true }
-        for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
-        actions.releasedStorages.append(contentsOf: group)
-        return true
-    }
-
-    // MARK: Events
-
-    /// Counts this storage's table in its root's `CancelState.noteAbsorbedTableEmptied` if it
-    /// is an absorbed one and empty now (after an event that may have freed its last slot); the
-    /// root is locked by the caller.
-    @inline(__always)
-    private func noteIfEmptied(under root: CancelStorage) {
-        if root !== self, members.inUse == 0 { root.state.noteAbsorbedTableEmptied() }
-    }
-
-    /// Lists this absorbed storage in its active root's list again if `pruneAbsorbed` dropped
-    /// it while its table was empty, now that it has a slot (the root is locked by the caller).
-    @inline(__always)
-    private func relistIfPruned(under root: CancelStorage) {
-        if root !== self, !members.isInRootsList, root.state.isActive {
-            root.state.relist(self)
-            members.isInRootsList = true
-        }
-    }
-
-    /// Reads the root's state with its lock held.
-    @inline(__always)
-    private func readRoot<R>(_ body: (borrowing CancelState) -> R) -> R {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return body(root.state)
-    }
+    // MARK: Reading
 
     @usableFromInline var cancelledError: (any Error)? {
-        readRoot { $0.cancelledError }
+        readRoot { $0.chain.cancelledError }
     }
 
     /// A step body must not start once the chain was cancelled. (A member cancelled alone has
     /// its promise rejected at once: its step never asks.)
     @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? {
-        readRoot { $0.cancelledError }
+        readRoot { $0.chain.cancelledError }
     }
 
     /// The listed members of the chain (of every table of its group).
     var memberCount: Int {
-        let root = lockRoot()
-        defer { root.unlock() }
-        var count = root.members.listedCount
-        for storage in root.state.absorbed { count += storage.members.listedCount }
-        return count
+        readRoot { $0.chain.listedCount }
     }
 
-    /// The storages the chain's root lists as absorbed by joins (for tests of its bound).
+    /// The storages the chain's root lists in its group (for tests of its bound).
     var absorbedCount: Int {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return root.state.absorbed.count
+        readRoot { $0.chain.group.count }
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return members.capacity
+        readRoot { _ in chain.table.capacity }
     }
 
     /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
     func isListed(_ key: _CancelKey) -> Bool {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return members.isListed(key)
+        readRoot { _ in chain.table.isListed(key) }
     }
 
     func isSameChain(as other: CancelStorage) -> Bool {
@@ -259,105 +246,128 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     /// The root this storage forwards to now (itself unless absorbed by a join).
     var root: CancelStorage {
-        let root = lockRoot()
-        root.unlock()
-        return root
-    }
-
-    func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
-        var actions = CancelActions()
-        actions.linkSite = site
-        actions.excludedRoot = excluded
-        let root = lockRoot()
-        root.cancelGroup(with: error, at: site, into: &actions)
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
+        readRoot { $0 }
     }
 
     /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
     /// the number of pending promises listed.
     var debugState: (error: (any Error)?, site: CancelSite?, pending: Int) {
-        let pending = memberCount
-        return readRoot { ($0.cancelledError, $0.cancelSite, pending) }
+        readRoot { ($0.chain.cancelledError, $0.chain.cancelSite, $0.chain.listedCount) }
     }
 
-    /// Cancels the chain if the member `key` of this storage is still listed (its promise
-    /// pending): one lock for the check and the cancellation (what a `CancelBag` does for a
-    /// stored promise, and `autoCancel` for a loser); links followed never reach `excluded`.
-    func cancel(ifListed key: _CancelKey, excluding excluded: CancelStorage? = nil) {
-        var actions = CancelActions()
-        actions.linkSite = .library
-        actions.excludedRoot = excluded
-        let root = lockRoot()
-        if members.isListed(key) {
-            root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
+    // MARK: Events
+
+    /// Cancels the chain (see `ChainState.cancel`); links followed never reach `excluded`.
+    func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
+        withRoot(site: site, excluding: excluded) { root, _, actions in
+            root.chain.cancel(with: error, at: site, root: root, into: &actions)
         }
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
+    }
+
+    /// Cancels the chain if the member `key` of this storage is still listed (see
+    /// `ChainState.cancelIfListed`): one lock for the check and the cancellation.
+    func cancel(ifListed key: _CancelKey) {
+        withRoot { root, home, actions in
+            root.chain.cancelIfListed(key, in: home, root: root, into: &actions)
+        }
     }
 
     /// Cancels a loser of an `autoCancel` combinator, the member `key` of this storage, under
-    /// one lock: alone (see `MemberTable.cancelAlone`) if its chain is the winner's, whose root
-    /// is `winnerRoot`, so that chain is not marked cancelled; with its chain otherwise. Nothing
-    /// if the loser is no longer listed (settled). Links followed never reach the winner's chain
-    /// (a loser may wait on the winner).
+    /// one lock (see `ChainState.cancelLoser`); `winnerRoot` is the root of the winner's chain.
+    /// Links followed never reach the winner's chain (a loser may wait on the winner).
     func cancelLoser(_ key: _CancelKey, winnerRoot: CancelStorage) {
-        var actions = CancelActions()
-        actions.linkSite = .library
-        actions.excludedRoot = winnerRoot
-        let root = lockRoot()
-        if root === winnerRoot {
-            _ = members.cancelAlone(key, home: self, with: boxedCancellation, into: &actions)
-            noteIfEmptied(under: root)
-        } else if members.isListed(key) {
-            root.cancelGroup(with: boxedCancellation, at: .library, into: &actions)
+        withRoot(excluding: winnerRoot) { root, home, actions in
+            root.chain.cancelLoser(
+                key, in: home, sharesChainWithWinner: root === winnerRoot, root: root, into: &actions)
         }
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
-    /// Adds a step that follows `upstream`, in one locked section: reserves its slot (see
-    /// `MemberTable.reserve`), makes the step with `make` (given the slot's key: it only
-    /// allocates and initialises, no user code runs under the lock), lists it, and counts the
-    /// step's `CancellablePromise` as a new handle. The step is not connected to its source yet:
-    /// nothing can run its body or settle it but this chain's cancellation, so listing it before
-    /// it is connected decides everything a settle could race with. The caller connects it.
-    @inlinable
-    func _addStep<U>(
-        upstream: _CancelKey, isObserver: Bool, _ make: (_CancelKey) -> _UnconnectedStep<U>
-    ) -> (step: _UnconnectedStep<U>, key: _CancelKey) {
-        let (root, key) = _lockRootAndReserve(upstream: upstream, isObserver: isObserver)
-        let step = make(key)
-        _listAndUnlock(key, target: step.promise, root: root)
-        return (step, key)
+    /// Adds a step that follows `upstream`, in one locked section: reserves its slot, makes the
+    /// step with `make` (given the slot's key; it only allocates and initialises, no user code
+    /// runs under the lock), lists it, and counts the step's `CancellablePromise` as a new
+    /// handle. The step is not connected to its source yet: nothing can run its body or settle
+    /// it but this chain's cancellation, so listing it before it is connected decides
+    /// everything a settle could race with. The caller connects it. Not inlinable: the lock is
+    /// taken and released in this module; `make` is the caller's.
+    @usableFromInline func _addStep(
+        upstream: _CancelKey, isObserver: Bool, _ make: (_CancelKey) -> any CancelTarget
+    ) -> _CancelKey {
+        let key = withRoot { root, home, actions in
+            let key = root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
+            root.chain.list(key, target: make(key), in: home, into: &actions)
+            return key
+        }
+        addHandle()
+        return key
     }
 
-    /// The first half of `_addStep`: locks the root and reserves a slot; returns with the lock
-    /// held.
-    @usableFromInline func _lockRootAndReserve(upstream: _CancelKey, isObserver: Bool) -> (CancelStorage, _CancelKey) {
-        let root = lockRoot()
-        let key = members.reserve(upstream: upstream, isObserver: isObserver, cancelBody: nil)
-        relistIfPruned(under: root)
-        return (root, key)
+    /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
+    /// following `upstream`, with `cancel` to stop its task (see `ChainState.attach`). One lock:
+    /// the promise's lock is taken under it to attach.
+    /// `addingHandle`: the new member's `CancellablePromise` is a new handle of this storage
+    /// (not its creator, which the storage counts from the start).
+    @usableFromInline func _add(
+        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?, addingHandle: Bool
+    ) -> _CancelKey {
+        if addingHandle { addHandle() }
+        var previous: (any PromiseAttachment)?
+        let key = withRoot { root, home, actions in
+            let key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: cancel)
+            let outcome = promise.replaceAttachment(with: self, key: key.index)
+            previous = outcome.previous
+            root.chain.attach(
+                key, target: promise, attached: outcome.attached, previous: outcome.previous,
+                previousKey: outcome.previousKey, in: home, into: &actions)
+            return key
+        }
+        // A producer's task, released here, outside the lock.
+        withExtendedLifetime(previous) {}
+        return key
     }
 
-    /// The second half of `_addStep`: lists the step `target` reserved as `key`, or settles the
-    /// matter at once if the chain was cancelled or abandoned, unlocks `root`, counts the
-    /// step's `CancellablePromise` as a handle and runs what listing decided.
-    @usableFromInline func _listAndUnlock(_ key: _CancelKey, target: any CancelTarget, root: CancelStorage) {
-        if root.state.isActive {
-            // The common case: nothing to do after the lock.
-            members.listActive(key, target: target)
-            root.unlock()
-            addHandle()
+    /// A member's promise settled (see `ChainState.memberSettled`).
+    @usableFromInline package func promiseDidSettle(key: UInt32) {
+        withRoot { root, home, actions in
+            root.chain.memberSettled(Int(key), in: home, into: &actions)
+        }
+    }
+
+    /// Records a link of the member `key` of this storage (see `ChainState.link`).
+    func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
+        withRoot { root, home, actions in
+            root.chain.link(key, link, whileBodyRuns: whileBodyRuns, in: home, into: &actions)
+        }
+    }
+
+    /// Makes this chain and `other`'s one (see `ChainState.join`): afterwards cancelling either
+    /// cancels both.
+    ///
+    /// The only place that holds two storage locks: both roots, taken in address order (so two
+    /// joins cannot deadlock), so that the direction is decided while neither can change.
+    @usableFromInline func join(_ other: CancelStorage) {
+        while true {
+            let a = root, b = other.root
+            if a === b { return }
+            let (first, second) = ObjectIdentifier(a) < ObjectIdentifier(b) ? (a, b) : (b, a)
+            first.lock()
+            second.lock()
+            guard case .root = a.forwarding, case .root = b.forwarding else {
+                // One of the two was absorbed elsewhere meanwhile: find the roots again.
+                second.unlock()
+                first.unlock()
+                continue
+            }
+            var actions = ChainActions()
+            if let absorption = ChainState.join(&a.chain, a, &b.chain, b, into: &actions) {
+                absorption.absorbed.forwarding = .forwarded(
+                    next: absorption.root, holding: absorption.countsAsHandle ? absorption.root : nil)
+                if absorption.countsAsHandle { absorption.root.addHandle() }
+            }
+            second.unlock()
+            first.unlock()
+            if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
             return
         }
-        var actions = CancelActions()
-        members.list(key, target: target, phase: root.state.phase, home: self, into: &actions)
-        noteIfEmptied(under: root)
-        root.unlock()
-        addHandle()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
     }
 
     // MARK: Handles
@@ -389,75 +399,9 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
         return context
     }
 
-    /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
-    /// following `upstream`, with `cancel` to stop its task; or settles the matter at once if
-    /// the promise has settled or the chain was cancelled or abandoned. One lock: the promise's
-    /// lock is taken under it to attach.
-    /// `addingHandle`: the new member's `CancellablePromise` is a new handle of this storage
-    /// (not its creator, which the storage counts from the start).
-    @usableFromInline func _add(
-        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?, addingHandle: Bool
-    ) -> _CancelKey {
-        if addingHandle { addHandle() }
-        let root = lockRoot()
-        let key = members.reserve(upstream: upstream, isObserver: false, cancelBody: cancel)
-        relistIfPruned(under: root)
-        let (attached, previous, previousKey) = promise.replaceAttachment(with: self, key: key.index)
-        if attached, let previous, !(previous is PromiseCancellation) {
-            // Keeps the attachment it had (not a producer's task, which the cancel closure
-            // stands for), to tell when it settles.
-            members.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: key)
-        }
-        if attached, root.state.isActive {
-            // The common case: nothing to do after the lock but release a producer's task.
-            members.listActive(key, target: promise)
-            root.unlock()
-            withExtendedLifetime(previous) {}
-            return key
-        }
-        var actions = CancelActions()
-        if attached {
-            members.list(key, target: promise, phase: root.state.phase, home: self, into: &actions)
-        } else {
-            // Settled already: nothing to cancel; the closure is released uncalled.
-            actions.release(members.unreserve(key))
-        }
-        noteIfEmptied(under: root)
-        root.unlock()
-        // A producer's task, released here, outside the lock.
-        withExtendedLifetime(previous) {}
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
-        return key
-    }
-
-    /// A member's promise settled (see `MemberTable.memberSettled`): one lock, no recorded
-    /// actions.
-    @usableFromInline package func promiseDidSettle(key: UInt32) {
-        let root = lockRoot()
-        var (released, earlier) = members.memberSettled(Int(key))
-        noteIfEmptied(under: root)
-        root.unlock()
-        if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
-        if let link = released.link {
-            // Released like every other link: without recursing (see `LinkRelease`).
-            released.link = nil
-            var links = [link]
-            LinkRelease.release(&links)
-        }
-        withExtendedLifetime(released) {}
-    }
-
-    /// Records a link of the member `key` of this storage (see `MemberTable.link`).
-    func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
-        var actions = CancelActions()
-        let root = lockRoot()
-        members.link(key, link, phase: root.state.phase, whileBodyRuns: whileBodyRuns, into: &actions)
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions) }
-    }
-
-    /// A handle of this storage went away: one atomic decrement, and for the last handle the
-    /// decision of `CancelState.lastHandleReleased` under the lock.
+    /// A handle of this storage went away: one atomic decrement. The last handle of a root
+    /// abandons its chain (`ChainState.lastHandleReleased`); the last handle of an absorbed
+    /// storage ends its count as a handle of its root, which may be that root's last.
     @usableFromInline func releaseHandle() {
         var storage: CancelStorage? = self
         while let current = storage {
@@ -465,67 +409,21 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             let remaining = cpk_counter_add(current.handleCountPointer, -1)
             precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
             guard remaining == 0 else { return }
-            var actions = CancelActions()
+            var actions = ChainActions()
             current.lock()
-            switch current.state.lastHandleReleased() {
-            case .none:
-                break
-            case .abandoned(let group):
-                // An abandoned root: every table of its group is guarded by its lock.
-                current.members.abandonMembers(into: &actions)
-                for absorbed in group { absorbed.members.abandonMembers(into: &actions) }
-                actions.releasedStorages = group
-            case .release(let holding):
+            switch current.forwarding {
+            case .root:
+                current.chain.lastHandleReleased(into: &actions)
+            case .forwarded(let next, let holding):
+                current.forwarding = .forwarded(next: next, holding: nil)
                 storage = holding
             }
             current.unlock()
             if !actions.isEmpty { actions.run() }
         }
     }
-
-    /// Makes this chain and `other`'s one: afterwards cancelling either cancels both. If either
-    /// was cancelled already, the joined chain is cancelled.
-    ///
-    /// The only place that holds two storage locks: both roots, taken in address order (so two
-    /// joins cannot deadlock), so that the direction is decided while neither can change.
-    @usableFromInline func join(_ other: CancelStorage) {
-        while true {
-            let a = root, b = other.root
-            if a === b { return }
-            let (first, second) = ObjectIdentifier(a) < ObjectIdentifier(b) ? (a, b) : (b, a)
-            first.lock()
-            second.lock()
-            var actions = CancelActions()
-            let outcome = CancelState.join(
-                &a.state, b: &b.state, aStorage: a, bStorage: b, aIsEmpty: a.members.inUse == 0,
-                bIsEmpty: b.members.inUse == 0)
-            switch outcome {
-            case .joined:
-                let (root, absorbed) = a.state.isActive ? (a, b) : (b, a)
-                // The absorbed storage counts as a handle of its root while it has handles.
-                root.addHandle()
-                absorbed.members.isInRootsList = true
-                actions.releasedStorages = root.state.pruneAbsorbed { storage in
-                    guard storage.members.inUse == 0 else { return false }
-                    storage.members.isInRootsList = false
-                    return true
-                }
-            case .cancelled(let group, let error):
-                // Absorbed by a cancelled root: the absorbed group's tables are cancelled, in
-                // chain order as `cancel` does; their roots' locks are both held.
-                for storage in group { storage.members.cancelMembers(with: error, home: storage, into: &actions) }
-                actions.releasedStorages = group
-            case .done, .retry:
-                break
-            }
-            second.unlock()
-            first.unlock()
-            if case .retry = outcome { continue }
-            CancelStorage.finish(&actions)
-            return
-        }
-    }
 }
+
 /// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
 /// box on every call.
 let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled

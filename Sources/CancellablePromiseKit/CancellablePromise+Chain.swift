@@ -27,9 +27,13 @@ extension CancellablePromise {
         isObserver: Bool = false, _ make: (_CancelMember) -> _UnconnectedStep<U>
     ) -> CancellablePromise<U> {
         let storage = _chainStorage
-        let (step, key) = storage._addStep(upstream: _key, isObserver: isObserver) { key in
-            make(_CancelMember(storage: storage, key: key))
+        var made: _UnconnectedStep<U>?
+        let key = storage._addStep(upstream: _key, isObserver: isObserver) { key in
+            let step = make(_CancelMember(storage: storage, key: key))
+            made = step
+            return step.promise
         }
+        guard let step = made else { preconditionFailure("CancellablePromise.step: the step was not made") }
         let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
         promise._connect(step)
         return wrapper

@@ -6,7 +6,7 @@ import XCTest
 
 // A cancel that follows many links costs O(n), not O(n²). One cancel collects the rejections
 // of every chain it reaches in one list; these tests count how often that list grew
-// (`CancelActions.rejectionListGrowths`, debug builds) instead of timing the cancel. Making room
+// (`ChainActions.rejectionListGrowths`, debug builds) instead of timing the cancel. Making room
 // for exactly one more chain at a time grows (and copies) the list once per chain reached:
 // quadratic in the chains.
 
@@ -14,7 +14,7 @@ import XCTest
 final class CancelLinkScalingTests: XCTestCase {
     private let chains = 4_000
 
-    private var growths: Int { CancelActions.rejectionListGrowths.withLock { $0 } }
+    private var growths: Int { ChainActions.rejectionListGrowths.withLock { $0 } }
 
     /// Growths allowed for a cancel reaching `count` promises: geometric growth doubles the list
     /// each time, so about log2(count), with room for other tests' stray cancels.

@@ -2,25 +2,24 @@ import PromiseCore
 
 // MARK: - Actions
 
-/// What a cancellation, a settle or an abandonment does after the storage lock is released:
-/// follow links to the chains they reach, call cancel closures, run the handlers released by
-/// the rejections, and release whatever members held.
-///
-/// Rejections happen under the lock (when the actions are recorded), so nothing a cancel closure
-/// causes can change an outcome already decided: rejecting is the one named step that acts under
-/// the lock (`reject`), because it is what makes every pending promise rejected before
-/// `cancel()` returns.
+/// What an event of `ChainState` leaves to do after the storage lock is released: follow links
+/// to the chains they reach, call cancel closures, run the handlers released by the rejections,
+/// tell earlier attachments, and release whatever members held.
 ///
 /// The package's one way to decide under a lock and act after it: a state machine's event
-/// decides with the lock held and hands back a value describing what to do; the object that owns
-/// the lock runs it after unlocking. Token and retry events return their actions. The chain's
-/// events (`MemberTable`, `CancelState`) record theirs into the one `CancelActions` value of the
-/// storage's locked section instead, because one section covers several tables (a joined
-/// group) and a cancel then follows links into other chains, adding to the same value:
-/// returning a value from each event moved this 232-byte value through every call and cost
-/// 9-12 % of a single `cancel()` (measured with callgrind). `CancelStorage` alone takes the lock
-/// and runs the actions.
-struct CancelActions {
+/// decides with the lock held and hands back what to do; the object that owns the lock runs it
+/// after unlocking (`SharedWork`, the token and retry machines return a small value per event).
+/// A chain's events record into the one `ChainActions` value of the storage's locked section
+/// instead of returning one each: one section may cover several tables (a joined group) and a
+/// cancel then follows links into other chains, adding to the same value; returning a value
+/// from each event moved this value through every call and cost 9-12 % of a single `cancel()`
+/// (measured with callgrind). Only what must be done is recorded here: the inputs of an event
+/// (its error, call site, a chain links must not reach) are its parameters.
+///
+/// Rejecting is the one step that acts under the lock (`reject`): it is what makes every pending
+/// promise of the chain rejected before `cancel()` returns, so nothing a cancel closure causes
+/// later can change an outcome already decided.
+struct ChainActions {
     private var calls: [() -> Void] = []
     private var singleCall: (() -> Void)?
     private var released: [ReleasedHandlers] = []
@@ -30,20 +29,15 @@ struct CancelActions {
         if case .none = single { return false }
         return true
     }
-    private var links: [CancelLink] = []
+    /// Links to follow, each with the error the chains it reaches are cancelled with.
+    private var links: [(link: CancelLink, error: any Error)] = []
     private var dropped: [MemberContents] = []
     /// The first thing to release, kept inline: settling one promise releases one member's
     /// contents without allocating an array.
     private var firstDropped: MemberContents?
     private var notified: [EarlierAttachment] = []
     /// Storages that left a chain's group (released after the lock).
-    var releasedStorages: [CancelStorage] = []
-    /// The error linked chains are cancelled with.
-    private(set) var linkError: (any Error)?
-    /// Where the cancellation that reaches linked chains was asked for.
-    var linkSite: CancelSite?
-    /// A chain that links must not reach (the winner's, when `autoCancel` cancels losers).
-    var excludedRoot: CancelStorage?
+    private var releasedStorages: [CancelStorage] = []
 
     init() {}
 
@@ -118,7 +112,7 @@ struct CancelActions {
         guard needed > released.capacity else { return }
         released.reserveCapacity(max(needed, 2 * released.capacity))
         #if DEBUG
-        CancelActions.rejectionListGrowths.withLock { $0 += 1 }
+        ChainActions.rejectionListGrowths.withLock { $0 += 1 }
         #endif
     }
 
@@ -139,16 +133,21 @@ struct CancelActions {
         notified.append(attachment)
     }
 
-    /// Cancels the chains `link` reaches (with `error`, or the error of this cancellation).
-    mutating func follow(_ link: CancelLink, error: (any Error)? = nil) {
+    /// Cancels the chains `link` reaches with `error`.
+    mutating func follow(_ link: CancelLink, error: any Error) {
         recorded = true
-        if let error, linkError == nil { linkError = error }
-        links.append(link)
+        links.append((link, error))
     }
 
     /// Takes the next link to follow.
-    mutating func nextLink() -> CancelLink? {
+    mutating func nextLink() -> (link: CancelLink, error: any Error)? {
         links.popLast()
+    }
+
+    /// Releases `storages` (that left a chain's group) after the lock.
+    mutating func releaseStorages(_ storages: [CancelStorage]) {
+        guard !storages.isEmpty else { return }
+        if releasedStorages.isEmpty { releasedStorages = storages } else { releasedStorages.append(contentsOf: storages) }
     }
 
     mutating func call(_ body: @escaping () -> Void) {

@@ -1,8 +1,52 @@
 import PromiseCore
 
-// A member of a chain as its step's body sees it: the storage it is listed in and its key
-// (see the overview in CancelStorage.swift). A value, captured by the body's closure: no object
-// per member.
+// A member of a chain, as everything outside the chain's lock names it: an immutable key (its
+// slot and the generation of the reservation), and, for a step's body, the key with the storage
+// it is listed in (see the overview in CancelStorage.swift). Values, captured by whoever needs
+// them: no object per member.
+
+// MARK: - Member keys
+
+/// A member's place in its home storage's table: its slot and the generation of the
+/// reservation, so that a key kept after the member left (by its `CancellablePromise`, or by a
+/// step downstream as its upstream) is recognised as stale once the slot is reused. The member's
+/// promise itself carries only the slot (`index`), as its attachment key: a slot is freed only
+/// once its promise will never report to it again, so that key cannot go stale.
+@usableFromInline
+struct _CancelKey: Equatable, Sendable {
+    @usableFromInline let index: UInt32
+    @usableFromInline let generation: UInt32
+
+    @usableFromInline init(index: UInt32, generation: UInt32) {
+        self.index = index
+        self.generation = generation
+    }
+
+    /// The key of a promise that never was a member (made settled): names no slot.
+    @inlinable static var none: _CancelKey { _CancelKey(index: .max, generation: 0) }
+}
+
+/// What a member holds, released outside the lock (closures may own objects whose `deinit`
+/// runs user code).
+struct MemberContents {
+    /// Stops the promise's task; called at most once, only while the promise is pending.
+    var cancelBody: (() -> Void)?
+    /// Chains this step waits on: cancelled with it.
+    var link: CancelLink?
+    /// The promise to reject when the chain is cancelled.
+    var target: (any CancelTarget)?
+
+    var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
+}
+
+/// Another attachment of a member's promise (the one it had before it was listed), told when
+/// the promise settles, with the key it knows the promise by.
+struct EarlierAttachment {
+    let attachment: any PromiseAttachment
+    let key: UInt32
+}
+
+// MARK: - A member as its step's body sees it
 
 /// A member of a chain: its home storage and its key there. Captured by step bodies to link the
 /// promises they return, and by observers to pass the chain's cancellation on.
@@ -18,7 +62,7 @@ struct _CancelMember {
     }
 
     /// Links the chain of `next`, a promise the member's step body returned, to this member
-    /// (see `MemberTable.link`): a settled promise links nothing. `whileBodyRuns` is `false`
+    /// (see `ChainState.link`): a settled promise links nothing. `whileBodyRuns` is `false`
     /// for a link made after the member was listed (a wrapper's returned promise, a timeout's
     /// source). Inlinable, so that the casts below are decided in the caller's specialization
     /// (no run-time metadata lookups for `CancellablePromise<U.T>` and `Guarantee<U.T>`); the
