@@ -147,7 +147,11 @@ struct ChainActions {
     /// Releases `storages` (that left a chain's group) after the lock.
     mutating func releaseStorages(_ storages: [CancelStorage]) {
         guard !storages.isEmpty else { return }
-        if releasedStorages.isEmpty { releasedStorages = storages } else { releasedStorages.append(contentsOf: storages) }
+        if releasedStorages.isEmpty {
+            releasedStorages = storages
+        } else {
+            releasedStorages.append(contentsOf: storages)
+        }
     }
 
     mutating func call(_ body: @escaping () -> Void) {

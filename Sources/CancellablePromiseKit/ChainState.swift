@@ -123,7 +123,9 @@ struct ChainState {
     /// left for its upstream promise to pass the cancellation on (or, if that fulfilled, for
     /// its body to find the chain cancelled before starting), with what it links to cancelled;
     /// a first member is rejected at once. In an abandoned chain it holds nothing.
-    mutating func list(_ key: _CancelKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions) {
+    mutating func list(
+        _ key: _CancelKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions
+    ) {
         let index = Int(key.index)
         if case .active = phase {
             withTable(home) { table in

@@ -25,7 +25,8 @@ func connect<U: Thenable>(_ sink: any AggregateSink, to inputs: [U]) {
         return
     }
     // Other thenables: `asPromise()` once per input (it may make a new promise each time),
-    // read through the buffer (see `Array.mapThroughBuffer`'s reason in CancellablePromiseKit).
+    // read through the buffer (see the reason of `Array.mapThroughBuffer`, in
+    // CancellablePromiseKit's Array+MapThroughBuffer.swift).
     let promises = inputs.withUnsafeBufferPointer { buffer in
         var promises: [Promise<U.T>] = []
         promises.reserveCapacity(buffer.count)
