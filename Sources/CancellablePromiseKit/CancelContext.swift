@@ -28,12 +28,14 @@ import PromiseCore
 ///
 /// Thread-safe; cancelling twice, or cancelling a settled chain, does nothing more.
 public final class CancelContext: _CancelHandle, Sendable {
-    @usableFromInline let storage: CancelStorage
+    // nonisolated(unsafe): the storage synchronises itself (its lock), but as a `ManagedBuffer`
+    // it cannot be declared `Sendable`.
+    @usableFromInline nonisolated(unsafe) let storage: CancelStorage
 
     /// Creates an empty context. Pass it to `cancellize(cancelContext:)` to start chains that
     /// are cancelled together.
     public init() {
-        storage = CancelStorage()
+        storage = CancelStorage.make()
         storage.adopt(self)
     }
 

@@ -1,19 +1,7 @@
 import PromiseCore
 
-// Links: what cancelling a step reaches besides its own promise (another chain, a producer's
-// task), and how links are released without recursing.
-
-/// What keeps a chain cancellable while it lives: a `CancellablePromise` of the chain (each one
-/// counts itself in its storage, so a chain needs no handle object of its own) or a
-/// `CancelContext`. Held by whatever must be able to cancel a chain it does not own: links,
-/// `autoCancel` inputs, bags.
-@usableFromInline
-protocol _CancelHandle: AnyObject, Sendable {
-    /// The storage the handle counts in (made on first use for a promise made settled).
-    var _handleStorage: CancelStorage { get }
-    /// The chain's public context (made on first use).
-    var _handleContext: CancelContext { get }
-}
+// Links: what cancelling a step reaches besides its own promise (another chain, through a
+// handle of it; a producer's task), and how links are released without recursing.
 
 /// What cancelling a step cancels besides its own promise.
 enum CancelLink {

@@ -1,4 +1,3 @@
-internal import CPromiseLock
 import Dispatch
 import PromiseCore
 
@@ -51,29 +50,35 @@ import PromiseCore
 
 // MARK: - Storage
 
-/// The lock and state of a chain (see the top of this file), and the attachment of its members'
-/// promises. Never exposed: users hold `CancelContext` handles.
+/// The fields of a storage guarded by its own lock (its root's or not), with that lock and the
+/// handle count: the storage's element (see `CancelStorage`).
 @usableFromInline
-final class CancelStorage: PromiseAttachment, @unchecked Sendable {
-    // @unchecked: `forwarding` and `publicContext` are only touched with this storage's lock
-    // held, `chain` with its root's, `handleWord` only atomically.
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift), the
-    // handle count the second (`handleCountPointer`).
-    private var lockWord = LockWord()
+struct OwnFields {
+    var lock = LockWord()
     /// Live handles: `CancellablePromise`s and `CancelContext`s of this storage, and storages
     /// forwarding here that still have handles of their own. Starts with the handle that
-    /// creates the storage. Updated atomically through `handleCountPointer`, never read or
-    /// written as a Swift property after `init`: a promise going away costs one atomic
-    /// decrement, and the lock is taken only by the last handle.
-    private var handleWord = 1
-    /// Where this storage's events are decided. Guarded by this storage's own lock.
-    @exclusivity(unchecked) private var forwarding = Forwarding.root
-    /// The chain's state machine if this storage is a root; only its table once a join
-    /// absorbed it. Guarded by the lock of the root (so no dynamic exclusivity check is needed).
-    @exclusivity(unchecked) var chain = ChainState()
+    /// creates the storage. Updated only atomically (`atomicAdd`): a promise going away costs
+    /// one atomic decrement, and the lock is taken only by the last handle.
+    var handles = 1
+    /// Where this storage's events are decided.
+    var forwarding = CancelStorage.Forwarding.root
     /// The context `context()` handed out, while it lives: every promise of the chain made here
-    /// returns the same one. Guarded by this storage's own lock.
-    @exclusivity(unchecked) private weak var publicContext: CancelContext?
+    /// returns the same one.
+    weak var publicContext: CancelContext?
+}
+
+/// The lock and state of a chain (see the top of this file), and the attachment of its members'
+/// promises. Never exposed: users hold `CancelContext` handles.
+///
+/// A `ManagedBuffer`, as swift-nio's lock storage is: its header is the chain's state machine
+/// (`chain`, guarded by the root's lock), its one element the storage's own fields with its
+/// lock (`own`). Both are reached through the buffer's pointers, so the lock and the handle
+/// count have stable addresses with no assumption about the object's layout, and the fields
+/// guarded by different locks are different memory, never accessed as one variable.
+@usableFromInline
+final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachment {
+    // @unchecked: `own`'s fields are only touched with this storage's lock held (the handle
+    // count only atomically), `chain` with its root's.
 
     /// Where a storage's events are decided: in itself while it is a root, in the root it
     /// forwards to once a join absorbed it.
@@ -86,50 +91,46 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     /// A storage whose first handle is its creator (a `CancelContext` or the chain's first
     /// `CancellablePromise`).
-    @usableFromInline init() {}
+    @usableFromInline static func make() -> CancelStorage {
+        let buffer = CancelStorage.create(minimumCapacity: 1) { _ in ChainState() }
+        buffer.withUnsafeMutablePointerToElements { $0.initialize(to: OwnFields()) }
+        return unsafeDowncast(buffer, to: CancelStorage.self)
+    }
 
     deinit {
-        lockWordDestroy(of: self)
+        withUnsafeMutablePointerToElements { own in
+            lockWordDestroy(&own.pointee.lock)
+            _ = own.deinitialize(count: 1)
+        }
     }
 
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+    /// The chain's state machine if this storage is a root; only its table once a join
+    /// absorbed it. Guarded by the lock of the root.
+    var chain: ChainState {
+        @inline(__always) unsafeAddress { UnsafePointer(withUnsafeMutablePointerToHeader { $0 }) }
+        @inline(__always) unsafeMutableAddress { withUnsafeMutablePointerToHeader { $0 } }
     }
 
-    /// The address of the handle count: the stored property after the lock word.
-    @inline(__always) private var handleCountPointer: UnsafeMutablePointer<Int> {
-        UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
-            .advanced(by: CancelStorage.handleWordOffset)
-            .assumingMemoryBound(to: Int.self)
+    /// This storage's own fields and lock.
+    @inline(__always) var own: UnsafeMutablePointer<OwnFields> {
+        withUnsafeMutablePointerToElements { $0 }
     }
 
-    /// Offset of `handleWord`: after the object header and the lock word, aligned for an `Int`.
-    private static let handleWordOffset: Int = {
-        let header = 2 * MemoryLayout<UnsafeRawPointer>.size
-        let lockAlign = MemoryLayout<LockWord>.alignment
-        let lockEnd = (header + lockAlign - 1) / lockAlign * lockAlign + MemoryLayout<LockWord>.size
-        let align = MemoryLayout<Int>.alignment
-        return (lockEnd + align - 1) / align * align
-    }()
+    @inline(__always) func lock() { lockWordLock(&own.pointee.lock) }
+    @inline(__always) func unlock() { lockWordUnlock(&own.pointee.lock) }
 
-    /// The addresses of the stored handle count as Swift sees it and as `handleCountPointer`
-    /// computes it; for the test of the offset.
-    func _handleWordAddresses() -> (stored: UnsafeMutableRawPointer, computed: UnsafeMutableRawPointer) {
-        let stored = withUnsafeMutablePointer(to: &handleWord) { UnsafeMutableRawPointer($0) }
-        return (stored, UnsafeMutableRawPointer(handleCountPointer))
+    /// Guarded by this storage's own lock.
+    var forwarding: Forwarding {
+        @inline(__always) get { own.pointee.forwarding }
+        @inline(__always) set { own.pointee.forwarding = newValue }
     }
-
-    @inline(__always) private func lock() { lockWordLock(of: self) }
-    @inline(__always) private func unlock() { lockWordUnlock(of: self) }
 
     // MARK: The critical section
 
     /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
     /// shortening the path for the next caller.
     @inline(__always)
-    private func lockRoot() -> CancelStorage {
+    func lockRoot() -> CancelStorage {
         // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
         lock()
         guard case .forwarded = forwarding else { return self }
@@ -139,7 +140,7 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
 
     /// `lockRoot` for a storage absorbed by a join.
     @inline(never)
-    private func lockForwardedRoot() -> CancelStorage {
+    func lockForwardedRoot() -> CancelStorage {
         var storage = self
         var hops = 0
         while true {
@@ -367,59 +368,6 @@ final class CancelStorage: PromiseAttachment, @unchecked Sendable {
             first.unlock()
             if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
             return
-        }
-    }
-
-    // MARK: Handles
-
-    /// Counts a new handle of this storage, made from an existing one (so the count is not zero:
-    /// a chain whose last handle went away never gets one again).
-    @inline(__always)
-    func addHandle() {
-        let count = cpk_counter_add(handleCountPointer, 1)
-        precondition(count > 1, "CancelStorage.addHandle: the chain has no handle left to make one from")
-    }
-
-    /// Makes `context`, this new storage's creator, the context its promises return.
-    func adopt(_ context: CancelContext) {
-        lock()
-        publicContext = context
-        unlock()
-    }
-
-    /// The chain's public context: the one handed out before if it is still alive, so that
-    /// every promise of the chain returns the same, or a new one (a new handle).
-    func context() -> CancelContext {
-        lock()
-        defer { unlock() }
-        if let context = publicContext { return context }
-        addHandle()
-        let context = CancelContext(counted: self)
-        publicContext = context
-        return context
-    }
-
-    /// A handle of this storage went away: one atomic decrement. The last handle of a root
-    /// abandons its chain (`ChainState.lastHandleReleased`); the last handle of an absorbed
-    /// storage ends its count as a handle of its root, which may be that root's last.
-    @usableFromInline func releaseHandle() {
-        var storage: CancelStorage? = self
-        while let current = storage {
-            storage = nil
-            let remaining = cpk_counter_add(current.handleCountPointer, -1)
-            precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
-            guard remaining == 0 else { return }
-            var actions = ChainActions()
-            current.lock()
-            switch current.forwarding {
-            case .root:
-                current.chain.lastHandleReleased(into: &actions)
-            case .forwarded(let next, let holding):
-                current.forwarding = .forwarded(next: next, holding: nil)
-                storage = holding
-            }
-            current.unlock()
-            if !actions.isEmpty { actions.run() }
         }
     }
 }

@@ -107,7 +107,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// Makes `promise` the first member of a new chain; `cancel` stops its task.
     @inlinable
     convenience init(newChain promise: Promise<T>, cancel: (() -> Void)?) {
-        self.init(member: promise, storage: CancelStorage(), newChain: true, cancel: cancel)
+        self.init(member: promise, storage: CancelStorage.make(), newChain: true, cancel: cancel)
     }
 
     /// Makes `promise` a member of `context`'s chain (a new handle of it), returning `context`
@@ -223,7 +223,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
                 member: chain.promise._mirror(), storage: storage, newChain: false, upstream: chain._key, cancel: nil)
             return
         }
-        let storage = cancelContext?.storage ?? CancelStorage()
+        let storage = cancelContext?.storage ?? CancelStorage.make()
         let newChain = cancelContext == nil
         if let guarantee = bridge as? Guarantee<T> {
             let task = guarantee.asPromise()._attachedCancellation

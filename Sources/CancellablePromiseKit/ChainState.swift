@@ -41,6 +41,7 @@ struct MemberHome {
 
 /// The state of one storage's chain, guarded by the lock of the chain's root: the phase and the
 /// group for a root, only the table for a storage a join absorbed.
+@usableFromInline
 struct ChainState {
     enum Phase {
         /// Listing the chain's pending promises.
