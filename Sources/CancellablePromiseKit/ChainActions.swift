@@ -20,6 +20,97 @@ import PromiseCore
 /// promise of the chain rejected before `cancel()` returns, so nothing a cancel closure causes
 /// later can change an outcome already decided.
 struct ChainActions {
+    /// `nil` until something is recorded: an event with nothing to do after the lock (listing
+    /// a member of an active chain, the common case) makes, checks and drops one word, not a
+    /// value of about 230 bytes whose every field must be released.
+    private var pending: RecordedActions?
+
+    init() {}
+
+    var isEmpty: Bool { pending == nil }
+
+    @inline(__always)
+    private mutating func record<R>(_ body: (inout RecordedActions) -> R) -> R {
+        if pending == nil { pending = RecordedActions() }
+        return body(&pending!)
+    }
+
+    /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
+    /// with `error`, and takes its cancel closure and links (to call and follow if the promise
+    /// was still pending, to release otherwise). Runs under the lock: this is what makes every
+    /// pending promise of the chain rejected before `cancel()` returns, whatever its cancel
+    /// closure does later. Returns whether the member's settle notification was taken care of
+    /// here (its slot can be freed); `false` when the promise had settled on its own first, so
+    /// that its own notification is still to come.
+    mutating func reject(
+        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
+        with error: any Error
+    ) -> Bool {
+        if pending == nil { pending = RecordedActions() }
+        return pending!.reject(taken, home: home, key: key, earlier: earlier, with: error)
+    }
+
+    /// Releases what a member held, after the lock.
+    mutating func release(_ taken: MemberContents) {
+        guard !taken.isEmpty else { return }
+        record { $0.release(taken) }
+    }
+
+    /// Releases `link` after the lock.
+    mutating func release(_ link: CancelLink) {
+        record { $0.release(link) }
+    }
+
+    /// Makes room for `count` more rejections at once (see `RecordedActions.reserveRejections`).
+    mutating func reserveRejections(_ count: Int) {
+        guard count > 1 else { return }
+        record { $0.reserveRejections(count) }
+    }
+
+    /// Tells `attachment` (a member's earlier attachment) that its promise settled.
+    mutating func notify(_ attachment: EarlierAttachment?) {
+        guard let attachment else { return }
+        record { $0.notify(attachment) }
+    }
+
+    /// Cancels the chains `link` reaches with `error`.
+    mutating func follow(_ link: CancelLink, error: any Error) {
+        record { $0.follow(link, error: error) }
+    }
+
+    /// Takes the next link to follow.
+    mutating func nextLink() -> (link: CancelLink, error: any Error)? {
+        guard pending != nil else { return nil }
+        return pending!.nextLink()
+    }
+
+    /// Releases `storages` (that left a chain's group) after the lock.
+    mutating func releaseStorages(_ storages: [CancelStorage]) {
+        guard !storages.isEmpty else { return }
+        record { $0.releaseStorages(storages) }
+    }
+
+    /// Calls `body` (a cancel closure) after the lock.
+    mutating func call(_ body: @escaping () -> Void) {
+        record { $0.call(body) }
+    }
+
+    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
+    mutating func run() {
+        guard pending != nil else { return }
+        pending!.run()
+        pending = nil
+    }
+
+    #if DEBUG
+    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
+    /// count the work a cancel does instead of timing it.
+    package static let rejectionListGrowths = Locked(0)
+    #endif
+}
+
+/// What was recorded (see `ChainActions`).
+private struct RecordedActions {
     private var calls: [() -> Void] = []
     private var singleCall: (() -> Void)?
     private var released: [ReleasedHandlers] = []
@@ -41,11 +132,6 @@ struct ChainActions {
 
     init() {}
 
-    /// Whether anything was recorded but `releasedStorages` (set by every method that records).
-    private var recorded = false
-
-    var isEmpty: Bool { !recorded && releasedStorages.isEmpty }
-
     /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
     /// with `error`, and takes its cancel closure and links (to call and follow if the promise
     /// was still pending, to release otherwise). Runs under the lock: this is what makes every
@@ -57,7 +143,6 @@ struct ChainActions {
         _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
         with error: any Error
     ) -> Bool {
-        recorded = true
         let body = taken.cancelBody
         let link = taken.link
         guard let target = taken.target else {
@@ -116,26 +201,17 @@ struct ChainActions {
         #endif
     }
 
-    #if DEBUG
-    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
-    /// count the work a cancel does instead of timing it.
-    package static let rejectionListGrowths = Locked(0)
-    #endif
 
     private mutating func drop(_ released: MemberContents) {
-        recorded = true
         if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
     }
 
-    mutating func notify(_ attachment: EarlierAttachment?) {
-        guard let attachment else { return }
-        recorded = true
+    mutating func notify(_ attachment: EarlierAttachment) {
         notified.append(attachment)
     }
 
     /// Cancels the chains `link` reaches with `error`.
     mutating func follow(_ link: CancelLink, error: any Error) {
-        recorded = true
         links.append((link, error))
     }
 
@@ -155,7 +231,6 @@ struct ChainActions {
     }
 
     mutating func call(_ body: @escaping () -> Void) {
-        recorded = true
         if singleCall == nil { singleCall = body } else { calls.append(body) }
     }
 

@@ -28,8 +28,9 @@ import PromiseCore
 
 /// Where a member's slot is: the root's own table, or the table of a storage its root absorbed.
 struct MemberHome {
-    /// The storage the member was listed in; its promise's attachment.
-    let storage: CancelStorage
+    /// The storage the member was listed in; its promise's attachment. Unowned: a home lives
+    /// only for one event, called by that storage (no reference counted per event).
+    unowned(unsafe) let storage: CancelStorage
     /// Whether `storage` is the root (its table is the machine's own `table`).
     let isRoot: Bool
 
