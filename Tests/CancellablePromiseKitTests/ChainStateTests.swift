@@ -125,7 +125,7 @@ extension ChainState {
 /// state machine, held beside it as a value so that a test can copy it to try one event and
 /// restore it to try another.
 private struct Chain {
-    let root = CancelStorage()
+    let root = CancelStorage.make()
     var state = ChainState()
     var members: [Member] = []
 
@@ -191,10 +191,10 @@ private func join(_ a: CancelStorage, _ b: CancelStorage) -> (absorption: ChainS
 /// A root that absorbed `count` storages with no members, one join at a time (each new storage
 /// has the smaller group: it is the one absorbed).
 private func rootAbsorbing(_ count: Int) -> (root: CancelStorage, absorbed: [CancelStorage]) {
-    let root = CancelStorage()
+    let root = CancelStorage.make()
     var absorbed: [CancelStorage] = []
     for _ in 0..<count {
-        let storage = CancelStorage()
+        let storage = CancelStorage.make()
         _ = join(storage, root)
         absorbed.append(storage)
     }
@@ -572,7 +572,7 @@ final class ChainStateTests: XCTestCase {
     func testJoinAbsorbsTheRootWhoseGroupIsSmaller() {
         for smallerFirst in [true, false] {
             let (larger, absorbed) = rootAbsorbing(2)
-            let smaller = CancelStorage()
+            let smaller = CancelStorage.make()
             let (absorption, actions) = smallerFirst ? join(smaller, larger) : join(larger, smaller)
             XCTAssertTrue(absorption?.absorbed === smaller)
             XCTAssertTrue(absorption?.root === larger)
@@ -589,8 +589,8 @@ final class ChainStateTests: XCTestCase {
     /// "Afterwards cancelling either cancels both": cancelling a root rejects the members of
     /// every absorbed table, listed before or after the join, with its error.
     func testCancellingARootReachesEveryAbsorbedTable() {
-        let root = CancelStorage()
-        let other = CancelStorage()
+        let root = CancelStorage.make()
+        let other = CancelStorage.make()
         let before = other.chain.addMember(in: other.ownHome)
         let own = root.chain.addMember(in: root.ownHome)
         _ = root.chain.addMember(in: root.ownHome)
@@ -614,7 +614,7 @@ final class ChainStateTests: XCTestCase {
     /// cancelled with the root's error, and it counts as no handle (nothing is left to cancel).
     func testJoiningACancelledRootCancelsTheOtherChainsTablesWithItsError() {
         for cancelledFirst in [true, false] {
-            let cancelledRoot = CancelStorage()
+            let cancelledRoot = CancelStorage.make()
             var cancelling = ChainActions()
             cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot, into: &cancelling)
             let (active, absorbed) = rootAbsorbing(1)
@@ -642,18 +642,18 @@ final class ChainStateTests: XCTestCase {
     /// cancel: such a join decides nothing, in either order.
     func testJoinDoesNothingWhenEitherChainIsAbandonedOrBothAreCancelled() {
         func abandoned() -> CancelStorage {
-            let storage = CancelStorage()
+            let storage = CancelStorage.make()
             var actions = ChainActions()
             storage.chain.lastHandleReleased(into: &actions)
             return storage
         }
         func cancelled() -> CancelStorage {
-            let storage = CancelStorage()
+            let storage = CancelStorage.make()
             var actions = ChainActions()
             storage.chain.cancel(with: error, at: .library, root: storage, into: &actions)
             return storage
         }
-        func active() -> CancelStorage { CancelStorage() }
+        func active() -> CancelStorage { CancelStorage.make() }
         let pairs: [(String, CancelStorage, CancelStorage)] = [
             ("abandoned + active", abandoned(), active()), ("active + abandoned", active(), abandoned()),
             ("abandoned + cancelled", abandoned(), cancelled()), ("cancelled + cancelled", cancelled(), cancelled()),
@@ -673,17 +673,17 @@ final class ChainStateTests: XCTestCase {
     /// from the group (how many is the machine's tuning: the bound here is loose); the busy ones
     /// stay, and a dropped one that reserves a slot again is listed again and cancelled with it.
     func testPruneGroupDropsEmptyAbsorbedTablesAndReserveListsThemAgain() {
-        let root = CancelStorage()
+        let root = CancelStorage.make()
         var busy: [(storage: CancelStorage, member: Member)] = []
         for _ in 0..<4 {
-            let storage = CancelStorage()
+            let storage = CancelStorage.make()
             let member = storage.chain.addMember(in: storage.ownHome)
             _ = join(storage, root)
             busy.append((storage, member))
         }
         var empty: [CancelStorage] = []
         for _ in 0..<100 {
-            let storage = CancelStorage()
+            let storage = CancelStorage.make()
             var (_, actions) = join(storage, root)
             actions.run()
             empty.append(storage)
