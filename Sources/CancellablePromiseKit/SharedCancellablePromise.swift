@@ -128,8 +128,10 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     ///
     /// Made after the source settled, the follower is settled at once with its result; made
     /// after the work was cancelled, it is rejected at once with
-    /// `CancellablePromiseError.cancelled`. Safe from any thread, including from inside the
-    /// source's cancel closure or a follower's handler.
+    /// `CancellablePromiseError.cancelled` — and its own `isCancelled` is `false`, as nobody
+    /// cancelled it: its error's `isCancelled` (`true`) and this shared promise's ``isCancelled``
+    /// say that the work was cancelled. Safe from any thread, including from inside the source's
+    /// cancel closure or a follower's handler.
     public func follower() -> CancellablePromise<T> {
         CancellablePromise<T> { resolver in
             switch withLock({ $0.join(resolver) }) {

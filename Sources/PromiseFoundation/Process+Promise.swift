@@ -259,6 +259,46 @@ extension CancellablePromise where T == ProcessOutput {
     }
 }
 
+// MARK: - Printing a launched process's output
+
+extension Promise where T == (out: Pipe, err: Pipe) {
+    /// Prints what the process wrote, for debugging: once it has exited with status 0, the text
+    /// of its standard output and of its standard error (UTF-8, invalid bytes replaced), each
+    /// on a line of its own after `stdout:` and `stderr:`; if it failed, the error. The result is
+    /// passed on unchanged.
+    ///
+    /// Printing reads both pipes to their end, so code after it finds them empty: read the text
+    /// in the same handler instead when the program needs it. The pipes are read and the text
+    /// printed synchronously on the thread that settles this promise (a background queue). The
+    /// process stays attached: `launch(.promise).print().cancellize()` still terminates it.
+    ///
+    /// ```swift
+    /// process.launch(.promise).print().done { _ in … }
+    /// ```
+    public func print() -> Promise<T> {
+        _print { Swift.print($0) }
+    }
+
+    /// `print()` writing each line with `write` (tests pass a recorder).
+    package func _print(_ write: @escaping (String) -> Void) -> Promise<T> {
+        let printed = tap(on: nil) { result in
+            switch result {
+            case .fulfilled(let pipes):
+                let out = pipes.out.fileHandleForReading.readDataToEndOfFile()
+                let err = pipes.err.fileHandleForReading.readDataToEndOfFile()
+                write("stdout: " + String(decoding: out, as: UTF8.self))
+                write("stderr: " + String(decoding: err, as: UTF8.self))
+            case .rejected(let error):
+                write("\(error)")
+            }
+        }
+        if let task = _attachedCancellation {
+            printed.attachCancellation { task._cancel() }
+        }
+        return printed
+    }
+}
+
 // MARK: - Internals
 
 /// The output read from the two pipes, from two reading threads.

@@ -223,6 +223,25 @@ public enum PMKHTTPError: Error, @unchecked Sendable {
         case .badStatusCode(_, _, let response): return response
         }
     }
+
+    /// The response body decoded from JSON as `type` with `decoder`, or `nil` if it does not
+    /// decode (an API's error document, for example). Runs synchronously on the calling thread.
+    ///
+    /// ```swift
+    /// .catch { error in
+    ///     if let problem = (error as? PMKHTTPError)?.decodeResponse(Problem.self) { show(problem) }
+    /// }
+    /// ```
+    public func decodeResponse<T: Decodable>(_ type: T.Type, decoder: JSONDecoder = JSONDecoder()) -> T? {
+        try? decoder.decode(type, from: body)
+    }
+
+    /// The response body parsed with `JSONSerialization` (a `[String: Any]` for a JSON object,
+    /// an `[Any]` for an array), or `nil` if it is not JSON. PromiseKit's name: the value need
+    /// not be a dictionary, so cast it (`as? [String: Any]`).
+    public var jsonDictionary: Any? {
+        try? JSONSerialization.jsonObject(with: body)
+    }
 }
 
 extension PMKHTTPError: CustomStringConvertible, LocalizedError {
@@ -319,5 +338,58 @@ private func validateDownload(_ result: (saveLocation: URL, response: URLRespons
     } catch {
         try? FileManager.default.removeItem(at: result.saveLocation)
         throw error
+    }
+}
+
+// MARK: - A response's text
+
+extension String {
+    /// Decodes `data`, a response body, with the text encoding the response names (the
+    /// `charset` of its `Content-Type`, read by Foundation into `textEncodingName`), or as UTF-8
+    /// when it names none or one this initialiser does not know. `nil` if `data` is not valid
+    /// text in that encoding. Available on Linux and Apple platforms alike.
+    ///
+    /// The names known, in any case and with their usual aliases: UTF-8, UTF-16 and UTF-32 (and
+    /// their `BE`/`LE` forms), US-ASCII, ISO-8859-1 and -2, windows-1250 to -1254, Shift_JIS,
+    /// ISO-2022-JP, macintosh, and EUC-JP (which Foundation decodes on Apple platforms only:
+    /// `nil` on Linux for anything but ASCII text).
+    ///
+    /// ```swift
+    /// URLSession.shared.dataTask(.promise, with: url)
+    ///     .compactMap { String(data: $0.data, urlResponse: $0.response) }
+    ///     .done { text in print(text) }
+    /// ```
+    public init?(data: Data, urlResponse: URLResponse) {
+        let encoding = urlResponse.textEncodingName.flatMap(stringEncoding(ianaName:)) ?? .utf8
+        self.init(data: data, encoding: encoding)
+    }
+}
+
+/// The `String.Encoding` of an IANA character set name (RFC 2978), case-insensitive; `nil` for a
+/// name not in the table. Foundation's own lookup of these names is Core Foundation's on Apple
+/// platforms and not public on Linux, so the package carries the common ones.
+func stringEncoding(ianaName name: String) -> String.Encoding? {
+    let key = name.trimmingCharacters(in: CharacterSet(charactersIn: "\"' ")).lowercased()
+    switch key {
+    case "utf-8", "utf8": return .utf8
+    case "utf-16": return .utf16
+    case "utf-16be": return .utf16BigEndian
+    case "utf-16le": return .utf16LittleEndian
+    case "utf-32": return .utf32
+    case "utf-32be": return .utf32BigEndian
+    case "utf-32le": return .utf32LittleEndian
+    case "us-ascii", "ascii", "iso646-us", "ansi_x3.4-1968": return .ascii
+    case "iso-8859-1", "iso_8859-1", "iso8859-1", "latin1", "l1", "cp819": return .isoLatin1
+    case "iso-8859-2", "iso_8859-2", "iso8859-2", "latin2", "l2": return .isoLatin2
+    case "windows-1250", "cp1250": return .windowsCP1250
+    case "windows-1251", "cp1251": return .windowsCP1251
+    case "windows-1252", "cp1252": return .windowsCP1252
+    case "windows-1253", "cp1253": return .windowsCP1253
+    case "windows-1254", "cp1254": return .windowsCP1254
+    case "shift_jis", "shift-jis", "sjis", "ms_kanji", "windows-31j", "cp932": return .shiftJIS
+    case "euc-jp": return .japaneseEUC
+    case "iso-2022-jp": return .iso2022JP
+    case "macintosh", "mac", "macroman", "x-mac-roman": return .macOSRoman
+    default: return nil
     }
 }

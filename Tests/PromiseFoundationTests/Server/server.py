@@ -11,6 +11,10 @@ Endpoints (every request may carry ?id=<token>, used to find its events):
                              200 with Content-Length N*B, one B-byte chunk every S seconds
                              (defaults 100 chunks, 0.1 s, 1024 bytes: 10 s in all)
   GET  /status/<code>        <code> with body "status <code> body"
+  GET  /text?text=T[&charset=C][&type=M][&status=N]
+                             N (default 200) with body T encoded in charset C (Python's codec
+                             of that name; UTF-8 and no charset parameter when absent) and
+                             Content-Type "M; charset=C" (M defaults to text/plain)
   POST/PUT /upload           200, body "received <byte count>"
   POST     /slow             as GET /slow, after reading the request body
   GET  /events?id=X[&type=T][&wait=S]
@@ -66,6 +70,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, "fast")
         elif path == "/slow":
             self.slow(q)
+        elif path == "/text":
+            self.text(q)
         elif path.startswith("/status/"):
             code = int(path[len("/status/"):])
             self.reply(code, "status %d body" % code)
@@ -87,6 +93,13 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, "no such endpoint: " + path)
 
     do_PUT = do_POST
+
+    def text(self, q):
+        charset = q.get("charset")
+        content_type = q.get("type", "text/plain")
+        if charset:
+            content_type += "; charset=" + charset
+        self.reply(int(q.get("status", 200)), q.get("text", "").encode(charset or "utf-8"), content_type)
 
     def upload(self):
         length = int(self.headers.get("Content-Length") or 0)
