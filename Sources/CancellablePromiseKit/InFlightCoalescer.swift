@@ -13,7 +13,9 @@ import PromiseCore
 // tickets of its followers and its source's completion handler hold it, so a follower leaving
 // costs no hashing, and a report about ended work never touches a newer entry of the same key.
 // An abandoned follower stays in its entry and settles with the work (see SharedWork.swift);
-// the entry then lets go of the source, which its completion handler keeps waiting.
+// the entry then lets go of the source, which its completion handler keeps waiting. If that
+// source is freed unsettled (nothing can settle it any more), the handler's `deinit` ends the
+// work and the key leaves, so a later request starts anew.
 
 /// Shares work in flight between equal requests: while work for a key runs, a request for the
 /// same key gets a new follower of that work instead of starting it again.
@@ -39,8 +41,9 @@ import PromiseCore
 /// cancelled. A follower that is abandoned (no cancel handle of its chain left, as with a
 /// fire-and-forget `done`) keeps its interest and settles with the work, so from then on that
 /// work is not cancelled by its followers. The entry for a key leaves the coalescer as soon as
-/// its work settles or is cancelled: the next request starts the work anew. Nothing is cached
-/// beyond work in flight (work that never settles stays in flight while it can be awaited).
+/// its work settles or is cancelled, or once nothing can settle it any more (its source was
+/// freed unsettled): the next request starts the work anew. Nothing is cached beyond work in
+/// flight.
 ///
 /// A request racing the cancellation of a key's last follower, on another thread, either joins
 /// the work (the cancellation then is not the last one, and the work goes on) or starts it
@@ -157,7 +160,8 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
         }
         // Running, or committed (a follower was abandoned while `start` ran): the entry does not
         // hold `source` then, and only its completion handler keeps it waiting.
-        source.pipe { result in self.sourceSettled(entry, result) }
+        let watch = InFlightSourceWatch(self, entry)
+        source.pipe { result in watch.settled(result) }
         return follower
     }
 
@@ -186,10 +190,40 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
         _ = committing
     }
 
-    private func sourceSettled(_ entry: Entry, _ result: Result<Value>) {
+    fileprivate func sourceSettled(_ entry: Entry, _ result: Result<Value>) {
         let (settling, removed) = withLock { state in state.update(entry) { $0.settle(result) } }
         settling.run(result)
         _ = removed
+    }
+
+    /// The source was freed unsettled: its work ends and the key leaves, so that the next
+    /// request starts anew instead of joining work nothing can settle. Does nothing once the
+    /// work ended.
+    fileprivate func sourceLost(_ entry: Entry) {
+        let (followers, removed) = withLock { state in state.update(entry) { $0.lose() } }
+        _ = (followers, removed)  // released outside the lock
+    }
+}
+
+/// What the completion handler of a piece of work's source captures: it reports the result, and
+/// from its `deinit` that the handler was released (after the source settled, or unsettled when
+/// nothing can settle the source any more: only an abandoned follower waited on it).
+private final class InFlightSourceWatch<Key: Hashable & Sendable, Value>: @unchecked Sendable {
+    // @unchecked: every property is immutable; the coalescer is thread-safe and guards the entry.
+    private let coalescer: InFlightCoalescer<Key, Value>
+    private let entry: InFlightWork<Key, Value>
+
+    init(_ coalescer: InFlightCoalescer<Key, Value>, _ entry: InFlightWork<Key, Value>) {
+        self.coalescer = coalescer
+        self.entry = entry
+    }
+
+    func settled(_ result: Result<Value>) {
+        coalescer.sourceSettled(entry, result)
+    }
+
+    deinit {
+        coalescer.sourceLost(entry)
     }
 }
 

@@ -259,6 +259,19 @@ struct SharedWork<T> {
         return settling
     }
 
+    /// The source was freed unsettled (nothing could settle it any more): the work ends as if
+    /// cancelled, and the followers' resolvers are returned, to be released after unlocking
+    /// (their followers can never settle either). Nothing happens once the work ended.
+    mutating func lose() -> [AnyObject] {
+        switch phase {
+        case .starting, .running, .committed:
+            phase = .cancelled(CancellablePromiseError.cancelled)
+            return followers.removeAll()
+        case .settled, .cancelled:
+            return []
+        }
+    }
+
     /// Whether the work is over: settled, or cancelled by its last follower.
     var isEnded: Bool {
         switch phase {

@@ -150,6 +150,33 @@ final class InFlightCoalescerTests: XCTestCase {
         XCTAssertEqual(coalescer.inFlightCount, 0)
     }
 
+    /// Work that nothing can settle any more (its source was freed unsettled while only an
+    /// abandoned request waited) leaves the coalescer with that request, and the next request
+    /// starts anew.
+    func testWorkNothingCanSettleLeavesTheCoalescer() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        var resolver: Resolver<Int>?
+        weak var weakFollowerPromise: Promise<Int>?
+        weakFollowerPromise =
+            coalescer.promise(for: "a") { () -> CancellablePromise<Int> in
+                CancellablePromise<Int> { seal in
+                    resolver = seal
+                    return {}
+                }
+            }.promise
+        XCTAssertEqual(coalescer.inFlightCount, 1, "the abandoned request waits")
+        XCTAssertNotNil(weakFollowerPromise)
+        XCTAssertNotNil(resolver)
+        resolver = nil
+        XCTAssertEqual(coalescer.inFlightCount, 0, "nothing can settle the work: the key left")
+        XCTAssertNil(weakFollowerPromise, "the abandoned request was freed with it")
+        let starter = Starter()
+        let next = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 1, "the next request starts anew")
+        starter.started[0].resolver.fulfill(1)
+        XCTAssertEqual(next.value, 1)
+    }
+
     func testAStartThatThrowsRejectsTheRequestAndLeavesNothing() {
         let coalescer = InFlightCoalescer<String, Int>()
         let promise = coalescer.promise(for: "a") { () throws -> Promise<Int> in throw SharedTestError() }

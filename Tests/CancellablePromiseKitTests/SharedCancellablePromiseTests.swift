@@ -175,6 +175,48 @@ final class SharedCancellablePromiseTests: XCTestCase {
         XCTAssertEqual(task.cancelCount.value, 1)
     }
 
+    // MARK: Timers
+
+    /// A shared body returning a promise derived from `after` (`after(…).map { … }`) carries no
+    /// task: cancelling every follower cancels the shared chain but leaves the timer scheduled.
+    func testCancellingTheFollowersOfADerivedTimerLeavesTheTimerScheduled() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise { after(seconds: 1, scheduler: scheduler).map(on: nil) { 5 } }
+        let follower = shared.follower()
+        follower.cancel()
+        XCTAssertTrue(shared.isCancelled)
+        XCTAssertEqual(scheduler.pendingCount, 1, "only `after`'s own promise carries the timer")
+        scheduler.advance(by: 1)
+        XCTAssertEqual(scheduler.pendingCount, 0)
+    }
+
+    /// `cancellize()` the promise with the task first, then chain: cancelling every follower
+    /// reaches the timer and unschedules it, as the init's doc says.
+    func testCancellingTheFollowersOfACancellizedTimerChainUnschedulesTheTimer() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise {
+            after(seconds: 1, scheduler: scheduler).cancellize().map(on: nil) { 5 }
+        }
+        let first = shared.follower()
+        let second = shared.follower()
+        first.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 1, "a follower still waits")
+        second.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "the last follower's cancel unscheduled the timer")
+        XCTAssertTrue(shared.isCancelled)
+    }
+
+    /// The same chain, not cancelled, fulfils every follower when its time comes.
+    func testACancellizedTimerChainFulfilsTheFollowers() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise {
+            after(seconds: 1, scheduler: scheduler).cancellize().map(on: nil) { 5 }
+        }
+        let follower = shared.follower()
+        scheduler.advance(by: 1)
+        XCTAssertEqual(follower.value, 5)
+    }
+
     // MARK: Abandoning
 
     /// A fire-and-forget follower (`shared.follower().done { … }`, result not kept) keeps its

@@ -334,6 +334,26 @@ final class SharedWorkStateTests: XCTestCase {
         XCTAssertEqual(result.result.rejectedError as? SharedTestError, SharedTestError())
     }
 
+    /// A source freed unsettled ends the work as if cancelled and hands back every follower's
+    /// resolver to be released; once the work ended, losing the source does nothing.
+    func testALostSourceEndsTheWorkAndReleasesItsFollowers() {
+        var work = running(makeSource())
+        let abandoned = makeResolver()
+        let key = assertJoins(&work, abandoned)
+        _ = work.abandon(key)
+        let released = work.lose()
+        XCTAssertEqual(released.map(ObjectIdentifier.init), [ObjectIdentifier(abandoned)])
+        assertPhase(work, .cancelled, followers: 0)
+        XCTAssertTrue(work.isEnded)
+        XCTAssertTrue(work.lose().isEmpty)
+
+        var settled = running(makeSource())
+        _ = assertJoins(&settled)
+        _ = settled.settle(.fulfilled(1))
+        XCTAssertTrue(settled.lose().isEmpty)
+        assertPhase(settled, .settled, followers: 0)
+    }
+
     /// Events after the work ended do nothing: a second settle, a cancel, an abandonment.
     func testEventsAfterTheWorkEndedDoNothing() {
         var work = running(makeSource())
