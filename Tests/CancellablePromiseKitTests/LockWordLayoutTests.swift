@@ -36,7 +36,8 @@ extension LockWordLayoutTests {
 extension LockWordLayoutTests {
     func testSharedCancellablePromiseLockWordOffset() {
         let shared = CancellablePromise.value(1).shared()
-        XCTAssertEqual(shared.storage._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(shared.storage)))
+        XCTAssertEqual(
+            shared.storage._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(shared.storage)))
     }
 
     func testInFlightCoalescerLockWordOffset() {

@@ -1,8 +1,9 @@
-@testable import CancellablePromiseKit
 import Dispatch
 import Foundation
 import PromiseCore
 import XCTest
+
+@testable import CancellablePromiseKit
 
 // `SharedCancellablePromise`: followers settle as the source does; each cancels only itself;
 // the source is cancelled when every follower was cancelled. An abandoned follower keeps waiting

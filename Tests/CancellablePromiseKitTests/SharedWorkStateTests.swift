@@ -1,6 +1,7 @@
-@testable import CancellablePromiseKit
 import PromiseCore
 import XCTest
+
+@testable import CancellablePromiseKit
 
 // The state machine of shared work (`SharedWork`), driven event by event: no threads, no locks,
 // no promise ever settled by the machine itself. Each test pins one rule by the actions an event
