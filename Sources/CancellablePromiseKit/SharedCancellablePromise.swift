@@ -18,7 +18,7 @@ import PromiseCore
 //   cancel handle goes away, and the handle's `deinit` that nothing can join any more.
 
 /// A cancellable promise shared by several waiters, with reference-counted cancellation: it
-/// hands out followers, and its source is cancelled only once no follower waits any more.
+/// hands out followers, and its source is cancelled only once every follower has been cancelled.
 ///
 /// Share the work, then give each waiter a ``follower()`` of its own:
 ///
@@ -29,7 +29,9 @@ import PromiseCore
 /// let detail = image.follower().done { show($0, in: detailView) }
 ///
 /// header.cancel()    // only `header` is rejected; the download goes on for `detail`
-/// detail.cancel()    // the last follower left: the download is cancelled
+/// detail.cancel()    // every follower was cancelled: the download is cancelled
+///
+/// image.follower().done { show($0, in: thumbnail) }   // result not kept: still runs `show`
 /// ```
 ///
 /// What followers are and do:
@@ -50,7 +52,7 @@ import PromiseCore
 ///   on). The abandoned follower is held by the source's completion handler until the source
 ///   settles; if nothing can settle the source either, both are freed.
 /// - A follower made after the source settled is settled at once with the same result; one
-///   made after the work was cancelled (its last follower left) is rejected at once with
+///   made after the work was cancelled (its last follower was cancelled) is rejected at once with
 ///   `CancellablePromiseError.cancelled`. Shared work never restarts: use
 ///   ``InFlightCoalescer`` to start the work anew once it has ended.
 /// - When the source settles, the followers waiting are settled one after the other,
@@ -65,7 +67,7 @@ import PromiseCore
 /// follower that can be cancelled holds the handle, an abandoned one is held with the source.
 ///
 /// Give a shared promise a source that nothing else cancels: cancelling the last follower
-/// cancels the source's whole chain, and cancelling that chain from elsewhere rejects every
+/// waiting cancels the source's whole chain, and cancelling that chain from elsewhere rejects every
 /// follower with the cancellation error.
 ///
 /// Thread-safe: make, cancel and drop followers from any thread. Each follower costs O(1) to
