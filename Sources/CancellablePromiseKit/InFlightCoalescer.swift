@@ -122,9 +122,11 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     /// `start` runs at most once per piece of work, synchronously on the calling thread,
     /// outside the coalescer's lock (requests for the same key made meanwhile, on other
     /// threads, join the work it is starting). It may return a ``CancellablePromise``, or a
-    /// `Promise`/`Guarantee` made cancellable with `cancellize()`. If it throws, every follower
-    /// of that work is rejected with the error. `start` must not wait on a request for its own
-    /// key: that request would join the very work being started.
+    /// `Promise`/`Guarantee` made cancellable with `cancellize()`, which stops a task attached
+    /// to that very promise (a promise derived from it with `map` carries none: return
+    /// `after(seconds: 1).cancellize().map { … }`, as <doc:SharingWork> shows). If it throws,
+    /// every follower of that work is rejected with the error. `start` must not wait on a
+    /// request for its own key: that request would join the very work being started.
     ///
     /// The returned promise is a chain of its own: cancelling it rejects it with
     /// `CancellablePromiseError.cancelled` and withdraws its interest; if it was the last
