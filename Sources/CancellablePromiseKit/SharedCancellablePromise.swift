@@ -1,22 +1,24 @@
 import PromiseCore
 
 // One source promise shared by followers, with reference-counted cancellation: each follower is
-// a cancellable promise of its own chain, and the source is cancelled only when the last
-// follower was cancelled or abandoned. The state machine is `SharedWork` (SharedWork.swift);
-// this file is its storage: the lock, the events, and the actions run after unlocking.
+// a cancellable promise of its own chain, and the source is cancelled only when every follower
+// was cancelled. The state machine is `SharedWork` (SharedWork.swift); `SharedWorkStorage` is its
+// lock and its events, and the handle runs the actions after unlocking.
 //
 // What holds what:
-// - the handle (`SharedCancellablePromise`) holds the state, and through it the source (until
-//   the source settles or is cancelled) and the followers' resolvers;
-// - the source's completion handler holds the handle weakly: a handle nobody holds any more
-//   (no variable, no follower) is freed, and so releases the source;
-// - a follower's cancel closure holds a ticket, and the ticket holds the handle: a follower
-//   that can still be cancelled keeps the work alive. The ticket's `deinit` reports the
-//   follower abandoned when its chain's last cancel handle goes away (nothing can cancel it any
-//   more).
+// - the source's completion handler holds the storage, and the storage holds the followers'
+//   resolvers, abandoned ones included: a follower nobody can cancel settles with the source
+//   for as long as the source can settle, and is freed with it if nothing can settle it;
+// - the storage holds the source (to cancel it) only while it can still be cancelled: until a
+//   follower is abandoned or the handle goes away. Then it lets go, so no cycle through the
+//   source's handler outlives the last cancel handle;
+// - the handle (`SharedCancellablePromise`) holds the storage; a follower's cancel closure holds
+//   a ticket, and the ticket holds the handle: a follower that can still be cancelled keeps the
+//   handle alive. The ticket's `deinit` reports the follower abandoned when its chain's last
+//   cancel handle goes away, and the handle's `deinit` that nothing can join any more.
 
 /// A cancellable promise shared by several waiters, with reference-counted cancellation: it
-/// hands out followers, and its source is cancelled only once no follower waits any more.
+/// hands out followers, and its source is cancelled only once every follower has been cancelled.
 ///
 /// Share the work, then give each waiter a ``follower()`` of its own:
 ///
@@ -27,26 +29,30 @@ import PromiseCore
 /// let detail = image.follower().done { show($0, in: detailView) }
 ///
 /// header.cancel()    // only `header` is rejected; the download goes on for `detail`
-/// detail.cancel()    // the last follower left: the download is cancelled
+/// detail.cancel()    // every follower was cancelled: the download is cancelled
+///
+/// image.follower().done { show($0, in: thumbnail) }   // result not kept: still runs `show`
 /// ```
 ///
 /// What followers are and do:
 /// - Each follower is a ``CancellablePromise`` of a chain of its own (not the source's chain).
 ///   It settles as the source does: with its value, or with its error.
-/// - Cancelling a follower (or any promise of its chain) rejects that follower only, with
-///   `CancellablePromiseError.cancelled` as any cancellation does, and withdraws its interest.
-///   When the last interested follower leaves, the source is cancelled, as `source.cancel()`
-///   would: synchronously, on the thread whose cancel (or release) made the last follower
-///   leave, outside every lock of this type.
+/// - Cancelling a follower (or any promise of its chain, or its bag or token) rejects that
+///   follower only, with `CancellablePromiseError.cancelled` as any cancellation does, and
+///   withdraws its interest. When every follower has been cancelled, the source is cancelled,
+///   as `source.cancel()` would: synchronously, on the thread whose cancel made the last
+///   follower leave, outside every lock of this type.
 /// - A follower is *abandoned* when no cancel handle of its chain is left (no promise of its
 ///   chain, its `cancelContext`, a finalizer, a bag or token holding it: see
-///   <doc:CancellingAChain>). An abandoned follower can never be cancelled, so it withdraws its
-///   interest as a cancelled one does, and is itself rejected with
-///   `CancellablePromiseError.cancelled`, so that its `ensure`/`catch(policy: .allErrors)`
-///   handlers still run. Keep a follower (or store it in a ``CancelBag``) for as long as you
-///   want its result: `shared.follower().done { … }` with the result dropped withdraws at once.
+///   <doc:CancellingAChain>). An abandoned follower is like any abandoned chain: it keeps its
+///   interest and settles with the source, so fire-and-forget code such as
+///   `shared.follower().done { … }` runs its `done`. Nothing can cancel it any more, so from then
+///   on the source is never cancelled by the followers: cancelling the others withdraws only
+///   their own interest, and the source's cancel closures are released uncalled (its work goes
+///   on). The abandoned follower is held by the source's completion handler until the source
+///   settles; if nothing can settle the source either, both are freed.
 /// - A follower made after the source settled is settled at once with the same result; one
-///   made after the work was cancelled (its last follower left) is rejected at once with
+///   made after the work was cancelled (its last follower was cancelled) is rejected at once with
 ///   `CancellablePromiseError.cancelled`. Shared work never restarts: use
 ///   ``InFlightCoalescer`` to start the work anew once it has ended.
 /// - When the source settles, the followers waiting are settled one after the other,
@@ -57,38 +63,47 @@ import PromiseCore
 /// source (running, not cancelled); if the handle is released before any follower joined,
 /// nothing can cancel the source through it any more, so the source is released as any
 /// abandoned chain is (its cancel closures are released uncalled and its work goes on, unless
-/// something else holds it). After that, followers keep the work alive without the handle.
+/// something else holds it). After that, followers keep the work alive without the handle: a
+/// follower that can be cancelled holds the handle, an abandoned one is held with the source.
 ///
 /// Give a shared promise a source that nothing else cancels: cancelling the last follower
-/// cancels the source's whole chain, and cancelling that chain from elsewhere rejects every
+/// waiting cancels the source's whole chain, and cancelling that chain from elsewhere rejects every
 /// follower with the cancellation error.
 ///
 /// Thread-safe: make, cancel and drop followers from any thread. Each follower costs O(1) to
-/// add and to remove, in any order; the state holds a slot per waiting follower at most, and
-/// after the source settled only the result.
+/// add, to cancel and to abandon, in any order, and settling N followers costs O(N); the state
+/// holds a slot per waiting follower at most, and after the source settled only the result.
 public final class SharedCancellablePromise<T>: @unchecked Sendable {
-    // @unchecked: `work` is only touched with the lock held; `T` need not be `Sendable`, as for
+    // @unchecked: `storage` is immutable and thread-safe; `T` need not be `Sendable`, as for
     // `Promise` (the value crosses threads only through the promises' own synchronisation).
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = LockWord()
-    /// Guarded by the lock.
-    @exclusivity(unchecked) private var work: SharedWork<T>
+    /// The state, also held by the source's completion handler.
+    let storage: SharedWorkStorage<T>
 
     /// Shares `source`: followers made with ``follower()`` settle as it does, and it is
-    /// cancelled once every follower was cancelled or abandoned.
+    /// cancelled once every follower was cancelled (never while an abandoned follower waits).
     ///
     /// The shared promise takes over cancelling `source`: code that keeps `source` to cancel
     /// it cancels every follower with it. A settled `source` gives its result to every
     /// follower at once.
     public init(_ source: CancellablePromise<T>) {
-        work = SharedWork(phase: .running(source))
-        source.pipe { [weak self] result in self?.sourceSettled(result) }
+        let storage = SharedWorkStorage(source)
+        self.storage = storage
+        source.pipe { result in storage.sourceSettled(result) }
     }
 
     /// Calls `body` at once, on the calling thread, and shares the promise it returns, as
     /// `init(_ source:)` does. A `Promise` or `Guarantee` is made cancellable with
-    /// `cancellize()` (a task attached to it is stopped when the last follower leaves). If
-    /// `body` throws, every follower is rejected with that error.
+    /// `cancellize()`, which stops a task attached to that very promise (as `after(seconds:)`
+    /// and PromiseFoundation's producers attach theirs) when every follower was cancelled. A
+    /// promise *derived* from one with a task (`after(seconds: 1).map { … }`) carries no task,
+    /// so cancelling the followers would not stop the timer: `cancellize()` the promise with
+    /// the task first and chain on that, so the chain is cancellable down to it:
+    ///
+    /// ```swift
+    /// SharedCancellablePromise { after(seconds: 1).cancellize().map { fetch() } }
+    /// ```
+    ///
+    /// If `body` throws, every follower is rejected with that error.
     public convenience init<R: Thenable>(_ body: () throws -> R) where R.T == T {
         let source: CancellablePromise<T>
         do {
@@ -97,6 +112,85 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
             source = CancellablePromise(error: error)
         }
         self.init(source)
+    }
+
+    deinit {
+        // Nothing can join or be cancelled through this handle any more.
+        storage.release()
+    }
+
+    // MARK: Followers
+
+    /// A new follower: a ``CancellablePromise`` of a chain of its own that settles as the source
+    /// does, and whose cancellation withdraws only its own interest.
+    ///
+    /// Cancelling the follower rejects it with `CancellablePromiseError.cancelled` (its
+    /// handlers run where their `on:` says, as for any cancellation); if it was the last
+    /// follower waiting, and none was abandoned, the source is then cancelled, synchronously on
+    /// the cancelling thread. A follower whose chain is abandoned (no cancel handle of it left)
+    /// keeps waiting and settles with the source, as any abandoned chain does: so
+    /// `shared.follower().done { … }` runs its `done`, and `shared.follower().asPromise()` waits
+    /// for the source; from then on the source is not cancelled by the followers.
+    ///
+    /// Made after the source settled, the follower is settled at once with its result; made
+    /// after the work was cancelled, it is rejected at once with
+    /// `CancellablePromiseError.cancelled` — and its own `isCancelled` is `false`, as nobody
+    /// cancelled it: its error's `isCancelled` (`true`) and this shared promise's ``isCancelled``
+    /// say that the work was cancelled. Safe from any thread, including from inside the
+    /// source's cancel closure or a follower's handler.
+    public func follower() -> CancellablePromise<T> {
+        CancellablePromise<T> { resolver in
+            switch storage.join(resolver) {
+            case .joined(let key):
+                let ticket = SharedFollowerTicket(self, key)
+                return { ticket.cancelled() }
+            case .settled(let settled):
+                resolver.resolve(settled.result)
+            case .cancelled(let error):
+                resolver.reject(error)
+            }
+            return {}
+        }
+    }
+
+    /// The number of followers waiting: made, and neither settled nor cancelled (abandoned
+    /// followers wait). 0 before the first follower and once the work is over. Safe from any
+    /// thread.
+    public var followerCount: Int { storage.withLock { $0.followerCount } }
+
+    /// `true` once the shared work was cancelled: its last follower was cancelled, or the source
+    /// was cancelled from elsewhere (it was rejected with a cancellation error). Safe from any
+    /// thread.
+    public var isCancelled: Bool {
+        storage.withLock { work in
+            switch work.phase {
+            case .cancelled: return true
+            case .settled(let settled):
+                guard case .rejected(let error) = settled.result else { return false }
+                return error.isCancelled
+            case .starting, .running, .committed: return false
+            }
+        }
+    }
+
+    /// `true` once the shared work is over: the source settled, or the last follower was
+    /// cancelled and so was the source. Followers made from then on settle at once. Safe from
+    /// any thread.
+    public var isEnded: Bool { storage.withLock { $0.isEnded } }
+}
+
+/// The lock and state of one ``SharedCancellablePromise``: held by the handle and by the
+/// source's completion handler (which keeps the resolvers of abandoned followers until the
+/// source settles). Events decide under the lock and run their actions after unlocking.
+final class SharedWorkStorage<T>: @unchecked Sendable {
+    // @unchecked: `work` is only touched with the lock held.
+    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    private var lockWord = LockWord()
+    /// Guarded by the lock.
+    @exclusivity(unchecked) private var work: SharedWork<T>
+
+    init(_ source: CancellablePromise<T>) {
+        work = SharedWork(phase: .running(source))
     }
 
     deinit {
@@ -109,85 +203,45 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
         withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
     }
 
-    @inline(__always) private func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
+    @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
         lockWordLock(of: self)
         defer { lockWordUnlock(of: self) }
         return body(&work)
     }
 
-    // MARK: Followers
-
-    /// A new follower: a ``CancellablePromise`` of a chain of its own that settles as the source
-    /// does, and whose cancellation withdraws only its own interest.
-    ///
-    /// Cancelling the follower rejects it with `CancellablePromiseError.cancelled` (its
-    /// handlers run where their `on:` says, as for any cancellation); if it was the last
-    /// follower waiting, the source is then cancelled, synchronously on the cancelling thread.
-    /// A follower whose chain is abandoned (no cancel handle of it left) leaves the same way
-    /// and is rejected with the cancellation error on the releasing thread.
-    ///
-    /// Made after the source settled, the follower is settled at once with its result; made
-    /// after the work was cancelled, it is rejected at once with
-    /// `CancellablePromiseError.cancelled` — and its own `isCancelled` is `false`, as nobody
-    /// cancelled it: its error's `isCancelled` (`true`) and this shared promise's ``isCancelled``
-    /// say that the work was cancelled. Safe from any thread, including from inside the source's
-    /// cancel closure or a follower's handler.
-    public func follower() -> CancellablePromise<T> {
-        CancellablePromise<T> { resolver in
-            switch withLock({ $0.join(resolver) }) {
-            case .joined(let key):
-                let ticket = SharedFollowerTicket(self, key)
-                return { ticket.leave(abandoned: false) }
-            case .settled(let settled):
-                resolver.resolve(settled.result)
-            case .cancelled(let error):
-                resolver.reject(error)
-            }
-            return {}
-        }
+    func join(_ resolver: Resolver<T>) -> SharedWork<T>.Joining {
+        withLock { $0.join(resolver) }
     }
 
-    /// The number of followers waiting: made, and neither settled, cancelled nor abandoned.
-    /// 0 before the first follower and once the work is over. Safe from any thread.
-    public var followerCount: Int { withLock { $0.followerCount } }
-
-    /// `true` once the shared work was cancelled: its last follower left, or the source was
-    /// cancelled from elsewhere (it was rejected with a cancellation error). Safe from any
-    /// thread.
-    public var isCancelled: Bool {
-        withLock { work in
-            switch work.phase {
-            case .cancelled: return true
-            case .settled(let settled):
-                guard case .rejected(let error) = settled.result else { return false }
-                return error.isCancelled
-            case .starting, .running: return false
-            }
-        }
+    /// A follower was cancelled (its cancellation rejected it already).
+    func cancel(_ key: FollowerKey) {
+        let cancelling = withLock { $0.cancel(key) }
+        cancelling.run()
     }
 
-    /// `true` once the shared work is over: the source settled, or the last follower left and
-    /// it was cancelled. Followers made from then on settle at once. Safe from any thread.
-    public var isEnded: Bool { withLock { $0.isEnded } }
-
-    // MARK: Events
-
-    /// A follower was cancelled (`abandoned` false: its cancellation rejected it already) or
-    /// abandoned.
-    fileprivate func leave(_ key: FollowerKey, abandoned: Bool) {
-        let leaving = withLock { $0.leave(key) }
-        leaving.run(abandoned: abandoned)
+    /// A follower was abandoned: it keeps waiting, and the source is let go of (released here,
+    /// after unlocking).
+    func abandon(_ key: FollowerKey) {
+        let committing = withLock { $0.abandon(key) }
+        _ = committing
     }
 
-    private func sourceSettled(_ result: Result<T>) {
+    /// The handle was released.
+    func release() {
+        let committing = withLock { $0.release() }
+        _ = committing
+    }
+
+    func sourceSettled(_ result: Result<T>) {
         let settling = withLock { $0.settle(result) }
         settling.run(result)
     }
 }
 
-/// What a follower's cancel closure captures: it leaves the shared work when the closure is
-/// called (the follower was cancelled) or released uncalled while the work goes on (the
-/// follower's chain was abandoned); once the follower has left, the second report does nothing.
+/// What a follower's cancel closure captures: it reports the follower cancelled when the closure
+/// is called, and abandoned when the closure is released uncalled while the work goes on (the
+/// follower's chain has no cancel handle left); once the follower has left or settled, a report
+/// does nothing.
 private final class SharedFollowerTicket<T>: @unchecked Sendable {
     // @unchecked: both properties are immutable; the shared promise is thread-safe.
     private let shared: SharedCancellablePromise<T>
@@ -198,12 +252,12 @@ private final class SharedFollowerTicket<T>: @unchecked Sendable {
         self.key = key
     }
 
-    func leave(abandoned: Bool) {
-        shared.leave(key, abandoned: abandoned)
+    func cancelled() {
+        shared.storage.cancel(key)
     }
 
     deinit {
-        shared.leave(key, abandoned: true)
+        shared.storage.abandon(key)
     }
 }
 
@@ -211,7 +265,8 @@ extension CancellablePromise {
     /// Shares this promise between followers with reference-counted cancellation (see
     /// ``SharedCancellablePromise``): each ``SharedCancellablePromise/follower()`` settles as
     /// this promise does, and this promise's chain is cancelled once every follower was
-    /// cancelled or abandoned.
+    /// cancelled (an abandoned follower keeps waiting, and the chain is then never cancelled by
+    /// the followers).
     ///
     /// ```swift
     /// let shared = download(url).shared()

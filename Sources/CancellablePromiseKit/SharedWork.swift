@@ -5,10 +5,13 @@ import PromiseCore
 //
 // Shared work is one source promise and the followers waiting on it. The state holds each
 // follower's *resolver* (to settle it as the source settles), never the follower's cancel
-// handle: a follower whose every handle was dropped is abandoned (no `CancellablePromise`, context, bag or
-// link of its chain is left), and a small
-// ticket captured by its cancel closure reports that from its `deinit`. A follower leaves the
-// table when it is cancelled or abandoned; the last one to leave cancels the source.
+// handle. A follower leaves the table when it is cancelled, and the last one to leave by
+// cancellation cancels the source. A follower whose every cancel handle was dropped is
+// *abandoned* (a small ticket captured by its cancel closure reports that from its `deinit`): it
+// stays in the table and settles with the source, as any abandoned chain settles with its work.
+// Since nothing can cancel it, the source can no longer be cancelled through this work: the
+// state lets go of the source's cancel handle (`committed`), and only the source's completion
+// handler, which holds the state, keeps the abandoned followers' resolvers, until it settles.
 //
 // Every event is a mutating method that decides under the owner's lock and returns what to do
 // after unlocking: resolvers to settle, the source to cancel, objects to release (a released
@@ -55,6 +58,13 @@ struct FollowerTable {
         return FollowerKey(slot: Int32(slots.count - 1), generation: 0)
     }
 
+    /// Whether the follower `key` names is in the table.
+    func contains(_ key: FollowerKey) -> Bool {
+        let index = Int(key.slot)
+        return index >= 0 && index < slots.count && slots[index].generation == key.generation
+            && slots[index].resolver != nil
+    }
+
     /// Removes the follower `key` names and returns its resolver; `nil` if it left already.
     mutating func remove(_ key: FollowerKey) -> AnyObject? {
         let index = Int(key.slot)
@@ -96,17 +106,25 @@ final class SettledResult<T>: @unchecked Sendable {
 }
 
 /// One piece of shared work: its phase and its followers. Mutated only under its owner's lock.
+///
+/// A value: copying one and sending it an event changes only the copy (the tests try
+/// transitions that way).
 struct SharedWork<T> {
     enum Phase {
         /// The source is being made (a coalescer's `start` runs, outside the lock); followers
         /// may join already.
         case starting
-        /// The source runs; with no follower yet only before the first one joined (the last
-        /// follower to leave ends the work).
+        /// The source runs, and the last follower to be cancelled cancels it. With no follower
+        /// only before the first one joined.
         case running(CancellablePromise<T>)
+        /// The source runs (or is being made) and is never cancelled through this work: an
+        /// abandoned follower waits on it, or no follower can join any more (the handle went
+        /// away before the first one did). The state no longer holds the source; followers
+        /// still join, and cancelled ones still leave.
+        case committed
         /// The source settled; followers made from now on get this result at once.
         case settled(SettledResult<T>)
-        /// The last follower left and the source was cancelled; followers made from now on are
+        /// The last follower was cancelled and so was the source; followers made from now on are
         /// rejected with this error.
         case cancelled(any Error)
     }
@@ -118,15 +136,20 @@ struct SharedWork<T> {
         case cancelled(any Error)
     }
 
-    /// What to do, after unlocking, once a follower left.
-    struct Leaving {
-        /// The follower's resolver: rejected if it was abandoned (nobody can cancel it any more),
-        /// else only released (its cancellation rejected it already).
+    /// What to do, after unlocking, once a follower was cancelled.
+    struct Cancelling {
+        /// The follower's resolver, to release (its cancellation rejected it already).
         var follower: Resolver<T>?
-        /// The source, to cancel: the follower was the last one.
+        /// The source, to cancel: the follower was the last one, and none was abandoned.
         var sourceToCancel: CancellablePromise<T>?
-        /// Whether the work ended (the follower was the last one).
+        /// Whether the work ended (the source is to be cancelled, or was still being made).
         var ended = false
+    }
+
+    /// What to do, after unlocking, once the source can no longer be cancelled through this
+    /// work: release it (its chain is then abandoned, unless something else holds it).
+    struct Committing {
+        var sourceToRelease: CancellablePromise<T>?
     }
 
     /// What to do, after unlocking, once the source settled: settle `followers` (each a
@@ -137,48 +160,86 @@ struct SharedWork<T> {
     }
 
     private(set) var phase: Phase
-    /// The resolvers (`Resolver<T>`) of the followers waiting.
+    /// The resolvers (`Resolver<T>`) of the followers waiting, abandoned ones included.
     private var followers = FollowerTable()
 
     init(phase: Phase) {
         self.phase = phase
     }
 
-    /// The number of followers waiting (neither cancelled nor abandoned).
+    /// The number of followers waiting: neither settled nor cancelled (abandoned ones wait).
     var followerCount: Int { followers.count }
 
     /// A follower asks to join, with the resolver that settles it.
     mutating func join(_ resolver: Resolver<T>) -> Joining {
         switch phase {
-        case .starting, .running: return .joined(followers.add(resolver))
+        case .starting, .running, .committed: return .joined(followers.add(resolver))
         case .settled(let result): return .settled(result)
         case .cancelled(let error): return .cancelled(error)
         }
     }
 
-    /// The follower `key` was cancelled or abandoned: it leaves; if it was the last one, the
-    /// work is cancelled (the source, if there is one yet: else `started` cancels it).
-    mutating func leave(_ key: FollowerKey) -> Leaving {
-        var leaving = Leaving()
+    /// The follower `key` was cancelled: it leaves; if it was the last one and none was
+    /// abandoned, the work is cancelled (the source, if there is one yet: else `started`
+    /// cancels it). Nothing happens if it left already.
+    mutating func cancel(_ key: FollowerKey) -> Cancelling {
+        var cancelling = Cancelling()
         switch phase {
-        case .starting, .running:
-            guard let resolver = followers.remove(key) else { return leaving }
-            leaving.follower = unsafeDowncast(resolver, to: Resolver<T>.self)
-            guard followers.count == 0 else { return leaving }
-            if case .running(let source) = phase { leaving.sourceToCancel = source }
+        case .starting, .running, .committed:
+            guard let resolver = followers.remove(key) else { return cancelling }
+            cancelling.follower = unsafeDowncast(resolver, to: Resolver<T>.self)
+            guard followers.count == 0 else { return cancelling }
+            switch phase {
+            case .running(let source): cancelling.sourceToCancel = source
+            case .starting: break
+            default: return cancelling  // committed: an abandoned follower still waits
+            }
             phase = .cancelled(CancellablePromiseError.cancelled)
-            leaving.ended = true
+            cancelling.ended = true
         case .settled, .cancelled:
             break
         }
-        return leaving
+        return cancelling
+    }
+
+    /// The follower `key` was abandoned (nothing can cancel it any more): it keeps waiting, and
+    /// the source is committed. Nothing happens if it left already (it was cancelled, or the
+    /// work is over).
+    mutating func abandon(_ key: FollowerKey) -> Committing {
+        guard followers.contains(key) else { return Committing() }
+        return commit()
+    }
+
+    /// The handle was released: nothing can join any more, and no follower can be cancelled
+    /// (a follower that can still be cancelled holds the handle), so the source is committed.
+    mutating func release() -> Committing {
+        commit()
+    }
+
+    private mutating func commit() -> Committing {
+        switch phase {
+        case .starting:
+            phase = .committed
+            return Committing()
+        case .running(let source):
+            phase = .committed
+            return Committing(sourceToRelease: source)
+        case .committed, .settled, .cancelled:
+            return Committing()
+        }
     }
 
     /// The source was made: returns it if the work was cancelled meanwhile (to cancel it).
     mutating func started(_ source: CancellablePromise<T>) -> CancellablePromise<T>? {
-        guard case .starting = phase else { return source }
-        phase = .running(source)
-        return nil
+        switch phase {
+        case .starting:
+            phase = .running(source)
+            return nil
+        case .committed:
+            return nil  // kept by nothing here: the caller releases it once it waits on it
+        case .running, .settled, .cancelled:
+            return source
+        }
     }
 
     /// The source settled with `result`: every follower is to be settled with it.
@@ -189,7 +250,7 @@ struct SharedWork<T> {
             settling.source = source
             settling.followers = followers.removeAll()
             phase = .settled(SettledResult(result))
-        case .starting:
+        case .starting, .committed:
             settling.followers = followers.removeAll()
             phase = .settled(SettledResult(result))
         case .settled, .cancelled:
@@ -198,19 +259,32 @@ struct SharedWork<T> {
         return settling
     }
 
+    /// The source was freed unsettled (nothing could settle it any more): the work ends as if
+    /// cancelled, and the followers' resolvers are returned, to be released after unlocking
+    /// (their followers can never settle either). Nothing happens once the work ended.
+    mutating func lose() -> [AnyObject] {
+        switch phase {
+        case .starting, .running, .committed:
+            phase = .cancelled(CancellablePromiseError.cancelled)
+            return followers.removeAll()
+        case .settled, .cancelled:
+            return []
+        }
+    }
+
     /// Whether the work is over: settled, or cancelled by its last follower.
     var isEnded: Bool {
         switch phase {
-        case .starting, .running: return false
+        case .starting, .running, .committed: return false
         case .settled, .cancelled: return true
         }
     }
 }
 
-extension SharedWork.Leaving {
-    /// Runs the actions: rejects an abandoned follower, then cancels the source.
-    func run(abandoned: Bool) {
-        if abandoned { follower?.reject(CancellablePromiseError.cancelled) }
+extension SharedWork.Cancelling {
+    /// Runs the actions: cancels the source (the follower's resolver is released with this
+    /// value).
+    func run() {
         sourceToCancel?.cancel()
     }
 }

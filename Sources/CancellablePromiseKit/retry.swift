@@ -70,8 +70,9 @@ import PromiseCore
 /// **Cancellation.** `cancel()` on the returned promise (or its chain) rejects it with
 /// `CancellablePromiseError.cancelled` at once and, before `cancel()` returns: cancels the
 /// running attempt — the whole chain of a `CancellablePromise` attempt, or the attached task
-/// of a `Promise` from a producer that attaches one (`after`, PromiseFoundation's URLSession
-/// and Process promises); a plain promise's work goes on and its result is ignored — and
+/// of a `Promise` or `Guarantee` from a producer that attaches one (`after`, PromiseFoundation's
+/// URLSession and Process promises; a guarantee whose task is stopped stays pending, as with
+/// `cancellize().cancel()`); a plain promise's work goes on and its result is ignored — and
 /// unschedules the wait's timer (or the hand-over to `scheduler`), which releases it. No
 /// attempt starts afterwards, `shouldRetry` is not asked again, and
 /// `body`, `shouldRetry` and the timer are released. (An attempt whose body another thread was
@@ -135,14 +136,14 @@ package func retry<R: Thenable>(
 // MARK: - The machine
 
 /// How to stop an attempt's work: cancel a cancellable promise's chain, or the task a producer
-/// attached to a plain promise. `nil` when nothing can stop it.
+/// attached to a plain promise or guarantee. `nil` when nothing can stop it.
 private func stopFunction<R: Thenable>(of attempt: R) -> (() -> Void)? {
     if let cancellable = attempt as? CancellablePromise<R.T> {
         let context = cancellable.cancelContext
         return { context.cancel() }
     }
-    // A guarantee cannot reject: stopping its task would leave it pending for good.
-    if attempt is Guarantee<R.T> { return nil }
+    // A guarantee whose task is stopped stays pending for good, as `cancellize().cancel()`
+    // leaves it: the retry was cancelled, so nothing waits on it any more.
     guard let task = attempt.asPromise()._attachedCancellation else { return nil }
     return { task._cancel() }
 }

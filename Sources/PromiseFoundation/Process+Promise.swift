@@ -73,7 +73,8 @@ extension Process {
     /// Cancelling: the process is attached to the promise, so `run(.promise).cancellize()`
     /// gives a `CancellablePromise` whose `cancel()` sends the process `SIGTERM` (and `SIGKILL`
     /// if it is still running `killAfter` seconds later, on `scheduler`'s clock) and rejects at
-    /// once with `CancellablePromiseError.cancelled`. Foundation reaps the terminated process.
+    /// once with `CancellablePromiseError.cancelled`. The `SIGKILL` is unscheduled as soon as
+    /// the process exits, so a process that ends on `SIGTERM` leaves nothing on `scheduler`. Foundation reaps the terminated process.
     /// Only the process itself is signalled: children it started itself keep running. An
     /// infinite or NaN `killAfter` never sends `SIGKILL`.
     ///
@@ -100,8 +101,10 @@ extension Process {
         let captured = CapturedOutput()
         let finished = DispatchGroup()
         finished.enter()  // termination
+        let scheduledKill = ScheduledKill()
         let previousHandler = terminationHandler
         terminationHandler = { process in
+            scheduledKill.processExited()
             previousHandler?(process)
             finished.leave()
         }
@@ -131,7 +134,7 @@ extension Process {
                         standardOutput: out,
                         standardError: err)))
         }
-        attachTermination(to: promise, killAfter: killAfter, scheduler: scheduler)
+        attachTermination(to: promise, scheduledKill: scheduledKill, killAfter: killAfter, scheduler: scheduler)
         return promise
     }
 
@@ -147,7 +150,8 @@ extension Process {
     ///
     /// Cancelling, as for ``run(_:killAfter:scheduler:)``: `launch(.promise).cancellize()` then
     /// `cancel()` terminates the process (`SIGTERM`, then `SIGKILL` after `killAfter` seconds on
-    /// `scheduler`'s clock) and rejects at once with `CancellablePromiseError.cancelled`.
+    /// `scheduler`'s clock, unscheduled if the process exits first) and rejects at once with
+    /// `CancellablePromiseError.cancelled`.
     public func launch(
         _: PMKNamespacer, killAfter: TimeInterval = 5, scheduler: any PromiseScheduler = DispatchScheduler.global
     ) -> Promise<(out: Pipe, err: Pipe)> {
@@ -155,8 +159,10 @@ extension Process {
         let outPipe = Pipe(), errPipe = Pipe()
         standardOutput = outPipe
         standardError = errPipe
+        let scheduledKill = ScheduledKill()
         let previousHandler = terminationHandler
         terminationHandler = { process in
+            scheduledKill.processExited()
             previousHandler?(process)
             guard process.terminationReason == .exit, process.terminationStatus == 0 else {
                 let out = outPipe.fileHandleForReading.readDataToEndOfFile()
@@ -177,15 +183,17 @@ extension Process {
             terminationHandler = previousHandler
             return Promise(error: error)
         }
-        attachTermination(to: promise, killAfter: killAfter, scheduler: scheduler)
+        attachTermination(to: promise, scheduledKill: scheduledKill, killAfter: killAfter, scheduler: scheduler)
         return promise
     }
 
-    /// Attaches this (running) process to `promise`: cancelling terminates it.
+    /// Attaches this (running) process to `promise`: cancelling terminates it. `scheduledKill`
+    /// is told by the termination handler when the process exits.
     private func attachTermination<T>(
-        to promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler
+        to promise: Promise<T>, scheduledKill: ScheduledKill, killAfter: TimeInterval, scheduler: any PromiseScheduler
     ) {
-        let box = ProcessTerminator(process: self, promise: promise, killAfter: killAfter, scheduler: scheduler)
+        let box = ProcessTerminator(
+            process: self, promise: promise, scheduledKill: scheduledKill, killAfter: killAfter, scheduler: scheduler)
         promise.attachCancellation { box.terminate() }
     }
 }
@@ -322,12 +330,17 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
     // thread-safe.
     private let process: Process
     private weak var promise: Promise<T>?
+    private let scheduledKill: ScheduledKill
     private let killAfter: TimeInterval
     private let scheduler: any PromiseScheduler
 
-    init(process: Process, promise: Promise<T>, killAfter: TimeInterval, scheduler: any PromiseScheduler) {
+    init(
+        process: Process, promise: Promise<T>, scheduledKill: ScheduledKill, killAfter: TimeInterval,
+        scheduler: any PromiseScheduler
+    ) {
         self.process = process
         self.promise = promise
+        self.scheduledKill = scheduledKill
         self.killAfter = killAfter
         self.scheduler = scheduler
     }
@@ -339,13 +352,48 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
         // NaN counts as infinitely many seconds: never.
         guard killAfter < .infinity else { return }
         let weakProcess = WeakProcess(process)
-        // The kill is not unscheduled when the process exits: it then finds nothing to do.
-        _ = scheduler.schedule(after: max(0, killAfter)) {
+        // Unscheduled when the process exits (see `ScheduledKill`), so a process that ended on
+        // SIGTERM leaves nothing on the scheduler.
+        let work = scheduler.schedule(after: max(0, killAfter)) {
             // Still running (SIGTERM ignored or handled slowly): kill it. `isRunning` is only
             // true before Foundation reaped the process, so the pid cannot have been reused.
             guard let process = weakProcess.process, process.isRunning else { return }
             kill(process.processIdentifier, SIGKILL)
         }
+        scheduledKill.scheduled(work)
+    }
+}
+
+/// The `SIGKILL` a cancellation schedules, unscheduled when the process exits (the termination
+/// handler reports it), whichever comes first: scheduled after the exit, it is unscheduled at
+/// once.
+private final class ScheduledKill: Sendable {
+    private enum State {
+        case idle
+        case scheduled(any ScheduledWork)
+        case exited
+    }
+
+    private let state = Locked(State.idle)
+
+    /// The kill was scheduled as `work`.
+    func scheduled(_ work: any ScheduledWork) {
+        let exited = state.withLock { state -> Bool in
+            guard case .idle = state else { return true }
+            state = .scheduled(work)
+            return false
+        }
+        if exited { work.cancel() }
+    }
+
+    /// The process exited: the kill, if scheduled, is unscheduled.
+    func processExited() {
+        let work = state.withLock { state -> (any ScheduledWork)? in
+            defer { state = .exited }
+            guard case .scheduled(let work) = state else { return nil }
+            return work
+        }
+        work?.cancel()
     }
 }
 

@@ -5,7 +5,8 @@ import PromiseCore
 import XCTest
 
 // `InFlightCoalescer`: equal requests share the work in flight; the key leaves when the work
-// settles or its last follower left; a request never joins cancelled work.
+// settles or every follower was cancelled; an abandoned request keeps waiting; a request never
+// joins cancelled work.
 
 final class InFlightCoalescerTests: XCTestCase {
     /// Starts a `SharedSourceTask` per call and keeps them, in order.
@@ -90,17 +91,90 @@ final class InFlightCoalescerTests: XCTestCase {
         XCTAssertEqual(third.value, 4)
     }
 
-    func testAnAbandonedLastRequestCancelsTheWork() {
+    /// A fire-and-forget request (`promise(for:start:).done { … }`, result not kept) keeps the
+    /// work in flight and runs its `done` when the work settles.
+    func testAnAbandonedRequestKeepsTheWorkAndRunsItsDone() {
         let coalescer = InFlightCoalescer<String, Int>()
         let starter = Starter()
+        let shown = SendableBox<Int?>(nil)
         weak var weakFollower: CancellablePromise<Int>?
         do {
             let follower = coalescer.promise(for: "a", start: starter.start)
             weakFollower = follower
+            _ = follower.done(on: nil) { shown.value = $0 }
         }
         XCTAssertNil(weakFollower)
-        XCTAssertEqual(starter.started[0].cancelCount.value, 1)
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0, "an abandoned request cancels nothing")
+        XCTAssertEqual(coalescer.inFlightCount, 1)
+        XCTAssertEqual(coalescer.followerCount(for: "a"), 1)
+        starter.started[0].resolver.fulfill(6)
+        XCTAssertEqual(shown.value, 6, "its done ran")
         XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    /// Cancelling every kept request does not cancel work an abandoned request waits for, and a
+    /// new request joins that work.
+    func testCancellingTheKeptRequestsDoesNotCancelWorkAnAbandonedOneWaitsFor() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let kept = coalescer.promise(for: "a", start: starter.start)
+        let abandoned = FollowerOutcome(coalescer.promise(for: "a", start: starter.start))
+        kept.cancel()
+        XCTAssertEqual(kept.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0)
+        XCTAssertEqual(coalescer.inFlightCount, 1)
+        let joining = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 1, "the new request joins the work in flight")
+        joining.cancel()
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0)
+        starter.started[0].resolver.fulfill(2)
+        XCTAssertEqual(abandoned.value, 2)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    /// A request abandoned while `start` runs keeps the work: the work is not cancelled when the
+    /// others are, and settles the abandoned request.
+    func testARequestAbandonedWhileStartRunsKeepsTheWork() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let task = SharedSourceTask()
+        let abandoned = SendableBox<FollowerOutcome?>(nil)
+        let first = coalescer.promise(for: "a") { () -> CancellablePromise<Int> in
+            abandoned.value = FollowerOutcome(coalescer.promise(for: "a") { CancellablePromise<Int>.pending().promise })
+            return task.promise
+        }
+        first.cancel()
+        XCTAssertEqual(task.cancelCount.value, 0)
+        XCTAssertEqual(coalescer.inFlightCount, 1)
+        task.resolver.fulfill(9)
+        XCTAssertEqual(abandoned.value?.value, 9)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
+    /// Work that nothing can settle any more (its source was freed unsettled while only an
+    /// abandoned request waited) leaves the coalescer with that request, and the next request
+    /// starts anew.
+    func testWorkNothingCanSettleLeavesTheCoalescer() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        var resolver: Resolver<Int>?
+        weak var weakFollowerPromise: Promise<Int>?
+        weakFollowerPromise =
+            coalescer.promise(for: "a") { () -> CancellablePromise<Int> in
+                CancellablePromise<Int> { seal in
+                    resolver = seal
+                    return {}
+                }
+            }.promise
+        XCTAssertEqual(coalescer.inFlightCount, 1, "the abandoned request waits")
+        XCTAssertNotNil(weakFollowerPromise)
+        XCTAssertNotNil(resolver)
+        resolver = nil
+        XCTAssertEqual(coalescer.inFlightCount, 0, "nothing can settle the work: the key left")
+        XCTAssertNil(weakFollowerPromise, "the abandoned request was freed with it")
+        let starter = Starter()
+        let next = coalescer.promise(for: "a", start: starter.start)
+        XCTAssertEqual(starter.started.count, 1, "the next request starts anew")
+        starter.started[0].resolver.fulfill(1)
+        XCTAssertEqual(next.value, 1)
     }
 
     func testAStartThatThrowsRejectsTheRequestAndLeavesNothing() {
@@ -191,22 +265,25 @@ final class InFlightCoalescerTests: XCTestCase {
         for round in 0..<100_000 {
             let key = round % 16
             var task: SharedSourceTask?
-            let first = coalescer.promise(for: key) { () -> CancellablePromise<Int> in
-                tasksStarted += 1
-                task = SharedSourceTask()
-                return task!.promise
+            do {
+                let first = coalescer.promise(for: key) { () -> CancellablePromise<Int> in
+                    tasksStarted += 1
+                    task = SharedSourceTask()
+                    return task!.promise
+                }
+                let second = coalescer.promise(for: key) { CancellablePromise<Int>.pending().promise }
+                switch round % 3 {
+                case 0:
+                    first.cancel()
+                    second.cancel()
+                case 1:
+                    task?.resolver.fulfill(round)
+                default:
+                    break  // both abandoned: they wait for the work
+                }
+                if round % 10_000 == 0 { sample.append(.init(first)) }
             }
-            let second = coalescer.promise(for: key) { CancellablePromise<Int>.pending().promise }
-            switch round % 3 {
-            case 0:
-                first.cancel()
-                second.cancel()
-            case 1:
-                task?.resolver.fulfill(round)
-            default:
-                break  // both abandoned
-            }
-            if round % 10_000 == 0 { sample.append(.init(first)) }
+            task?.resolver.fulfill(round)  // settles work abandoned requests wait for
         }
         XCTAssertEqual(tasksStarted, 100_000, "every round's work ended before the next round")
         XCTAssertEqual(coalescer.inFlightCount, 0)

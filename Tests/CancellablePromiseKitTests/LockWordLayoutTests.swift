@@ -23,7 +23,8 @@ extension LockWordLayoutTests {
 extension LockWordLayoutTests {
     func testSharedCancellablePromiseLockWordOffset() {
         let shared = CancellablePromise.value(1).shared()
-        XCTAssertEqual(shared._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(shared)))
+        XCTAssertEqual(
+            shared.storage._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(shared.storage)))
     }
 
     func testInFlightCoalescerLockWordOffset() {

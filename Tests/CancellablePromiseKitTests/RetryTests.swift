@@ -191,6 +191,28 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(result.value, "fine")
     }
 
+    /// Cancelling the retry unschedules the timer attached to a running `Guarantee` attempt, as it
+    /// does a `Promise` attempt's: nothing is left on the scheduler.
+    func testCancellingUnschedulesTheTimerOfAGuaranteeAttempt() {
+        let scheduler = TestScheduler()
+        let result = retry(maxAttempts: 2, scheduler: scheduler) { _ in after(seconds: 3, scheduler: scheduler) }
+        XCTAssertEqual(scheduler.pendingCount, 1, "the attempt's timer")
+        result.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "the attempt's timer was unscheduled")
+        XCTAssertTrue(result.error?.isCancelled ?? false)
+        scheduler.advance(by: 10)
+        XCTAssertEqual(scheduler.pendingCount, 0, "no attempt started afterwards")
+    }
+
+    /// A `Guarantee` attempt with a timer still fulfils the retry when it is not cancelled.
+    func testAGuaranteeAttemptWithATimerFulfilsWhenItsTimeComes() {
+        let scheduler = TestScheduler()
+        let result = retry(maxAttempts: 2, scheduler: scheduler) { _ in after(seconds: 3, scheduler: scheduler) }
+        scheduler.advance(by: 3)
+        XCTAssertTrue(result.isFulfilled)
+        XCTAssertEqual(scheduler.pendingCount, 0)
+    }
+
     // MARK: Bad input
 
     func testFewerThanOneAttemptIsAClearErrorAndRunsNothing() {

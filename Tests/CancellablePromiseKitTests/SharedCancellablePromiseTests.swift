@@ -1,11 +1,13 @@
-import CancellablePromiseKit
 import Dispatch
 import Foundation
 import PromiseCore
 import XCTest
 
+@testable import CancellablePromiseKit
+
 // `SharedCancellablePromise`: followers settle as the source does; each cancels only itself;
-// the source is cancelled when the last follower was cancelled or abandoned.
+// the source is cancelled when every follower was cancelled. An abandoned follower keeps waiting
+// and settles with the source.
 
 /// A task the test settles by hand, counting the calls and releases of its cancel closure.
 final class SharedSourceTask: @unchecked Sendable {
@@ -174,37 +176,181 @@ final class SharedCancellablePromiseTests: XCTestCase {
         XCTAssertEqual(task.cancelCount.value, 1)
     }
 
+    // MARK: Timers
+
+    /// A shared body returning a promise derived from `after` (`after(…).map { … }`) carries no
+    /// task: cancelling every follower cancels the shared chain but leaves the timer scheduled.
+    func testCancellingTheFollowersOfADerivedTimerLeavesTheTimerScheduled() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise { after(seconds: 1, scheduler: scheduler).map(on: nil) { 5 } }
+        let follower = shared.follower()
+        follower.cancel()
+        XCTAssertTrue(shared.isCancelled)
+        XCTAssertEqual(scheduler.pendingCount, 1, "only `after`'s own promise carries the timer")
+        scheduler.advance(by: 1)
+        XCTAssertEqual(scheduler.pendingCount, 0)
+    }
+
+    /// `cancellize()` the promise with the task first, then chain: cancelling every follower
+    /// reaches the timer and unschedules it, as the init's doc says.
+    func testCancellingTheFollowersOfACancellizedTimerChainUnschedulesTheTimer() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise {
+            after(seconds: 1, scheduler: scheduler).cancellize().map(on: nil) { 5 }
+        }
+        let first = shared.follower()
+        let second = shared.follower()
+        first.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 1, "a follower still waits")
+        second.cancel()
+        XCTAssertEqual(scheduler.pendingCount, 0, "the last follower's cancel unscheduled the timer")
+        XCTAssertTrue(shared.isCancelled)
+    }
+
+    /// The same chain, not cancelled, fulfils every follower when its time comes.
+    func testACancellizedTimerChainFulfilsTheFollowers() {
+        let scheduler = TestScheduler()
+        let shared = SharedCancellablePromise {
+            after(seconds: 1, scheduler: scheduler).cancellize().map(on: nil) { 5 }
+        }
+        let follower = shared.follower()
+        scheduler.advance(by: 1)
+        XCTAssertEqual(follower.value, 5)
+    }
+
     // MARK: Abandoning
 
-    func testAbandoningEveryFollowerCancelsTheSource() {
+    /// A fire-and-forget follower (`shared.follower().done { … }`, result not kept) keeps its
+    /// interest and runs its `done` when the source settles.
+    func testAnAbandonedFollowerKeepsWaitingAndRunsItsDone() {
         let task = SharedSourceTask()
         let shared = task.promise.shared()
+        let shown = SendableBox<Int?>(nil)
         weak var weakFollower: CancellablePromise<Int>?
-        var outcome: FollowerOutcome?
         do {
             let follower = shared.follower()
             weakFollower = follower
-            outcome = FollowerOutcome(follower)
-            XCTAssertEqual(task.cancelCount.value, 0)
+            _ = follower.done(on: nil) { shown.value = $0 }
         }
-        XCTAssertNil(weakFollower, "an abandoned follower is freed")
-        XCTAssertEqual(task.cancelCount.value, 1, "its last follower was abandoned")
-        XCTAssertEqual(outcome?.isCancellation, true, "an abandoned follower is rejected with the cancellation")
+        XCTAssertNil(weakFollower, "the abandoned follower's promise object is freed")
+        XCTAssertEqual(task.cancelCount.value, 0, "an abandoned follower does not cancel the source")
+        XCTAssertEqual(shared.followerCount, 1, "it still waits")
+        XCTAssertFalse(shared.isEnded)
+        XCTAssertNil(shown.value)
+        task.resolver.fulfill(8)
+        XCTAssertEqual(shown.value, 8, "its done ran with the source's value")
+        XCTAssertEqual(shared.followerCount, 0)
     }
 
-    func testAnAbandonedFollowerWithdrawsOnlyItsOwnInterest() {
+    /// `shared.follower().asPromise()` waits for the source instead of being rejected at once.
+    func testAsPromiseOfAFollowerWaitsForTheSource() {
         let task = SharedSourceTask()
         let shared = task.promise.shared()
-        let kept = shared.follower()
+        let promise = shared.follower().asPromise()
+        XCTAssertTrue(promise.isPending)
+        XCTAssertEqual(task.cancelCount.value, 0)
+        task.resolver.fulfill(3)
+        XCTAssertEqual(promise.value, 3)
+    }
+
+    /// Cancelling every kept follower does not cancel work an abandoned follower still waits for.
+    func testCancellingTheKeptFollowersDoesNotCancelWorkAnAbandonedOneWaitsFor() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let first = shared.follower()
+        let abandoned = FollowerOutcome(shared.follower())
+        let second = shared.follower()
+        first.cancel()
+        second.cancel()
+        XCTAssertEqual(first.error as? CancellablePromiseError, .cancelled, "each cancelled follower is rejected")
+        XCTAssertEqual(second.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(task.cancelCount.value, 0, "the abandoned follower still waits")
+        XCTAssertFalse(shared.isCancelled)
+        XCTAssertEqual(shared.followerCount, 1)
+        task.resolver.fulfill(2)
+        XCTAssertEqual(abandoned.value, 2)
+    }
+
+    /// A follower abandoned after the others were made keeps the source from being cancelled,
+    /// and followers made later still join and settle with it.
+    func testFollowersJoinWorkAnAbandonedFollowerWaitsFor() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        let abandoned = FollowerOutcome(shared.follower())
+        let late = shared.follower()
+        late.cancel()
+        XCTAssertEqual(task.cancelCount.value, 0)
+        let later = shared.follower()
+        XCTAssertEqual(shared.followerCount, 2)
+        task.resolver.fulfill(5)
+        XCTAssertEqual(abandoned.value, 5)
+        XCTAssertEqual(later.value, 5)
+    }
+
+    /// An abandoned follower's `ensure` runs once the source settles, with its result.
+    func testAnAbandonedFollowersEnsureRunsWhenTheSourceSettles() {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
         let ensured = Counter()
         do {
             _ = shared.follower().ensure(on: nil) { ensured.increment() }
         }
-        XCTAssertEqual(ensured.value, 1, "the abandoned follower's ensure ran with the cancellation")
-        XCTAssertEqual(shared.followerCount, 1)
-        XCTAssertEqual(task.cancelCount.value, 0)
-        task.resolver.fulfill(2)
-        XCTAssertEqual(kept.value, 2)
+        XCTAssertEqual(ensured.value, 0, "still waiting")
+        task.resolver.reject(SharedTestError())
+        XCTAssertEqual(ensured.value, 1)
+    }
+
+    /// Once a follower is abandoned the shared work lets go of the source: a source nothing else
+    /// holds has its cancel closures released uncalled, and its work still settles the follower.
+    func testAnAbandonedFollowerLetsTheSharedWorkReleaseTheSource() {
+        let cancelCount = Counter()
+        let closureReleased = Flag()
+        var resolver: Resolver<Int>?
+        let shared: SharedCancellablePromise<Int>
+        do {
+            let probe = DeinitProbe { closureReleased.raise() }
+            shared = CancellablePromise<Int> { seal in
+                resolver = seal
+                return {
+                    probe.touch()
+                    cancelCount.increment()
+                }
+            }.shared()
+        }
+        let kept = shared.follower()
+        XCTAssertFalse(closureReleased.value, "the source can still be cancelled through `kept`")
+        let abandoned = FollowerOutcome(shared.follower())
+        XCTAssertTrue(closureReleased.value, "nothing can cancel the source any more")
+        kept.cancel()
+        XCTAssertEqual(cancelCount.value, 0)
+        resolver?.fulfill(4)
+        XCTAssertEqual(abandoned.value, 4)
+    }
+
+    /// An abandoned follower of a source that nothing can settle any more is freed with it, as
+    /// any abandoned chain is: nothing is kept in a cycle.
+    func testAnAbandonedFollowerIsFreedWithASourceNothingCanSettle() {
+        weak var weakFollowerPromise: Promise<Int>?
+        weak var weakSource: Promise<Int>?
+        weak var weakStorage: SharedWorkStorage<Int>?
+        var resolver: Resolver<Int>?
+        do {
+            let source = CancellablePromise<Int> { seal in
+                resolver = seal
+                return {}
+            }
+            weakSource = source.promise
+            let shared = source.shared()
+            weakStorage = shared.storage
+            weakFollowerPromise = shared.follower().promise
+        }
+        XCTAssertNotNil(weakFollowerPromise, "the source's work can still settle it")
+        XCTAssertNotNil(weakStorage)
+        XCTAssertNotNil(resolver)
+        resolver = nil
+        XCTAssertNil(weakSource)
+        XCTAssertNil(weakStorage, "the source's completion handler held the shared state")
+        XCTAssertNil(weakFollowerPromise, "and the state held the follower's resolver")
     }
 
     func testAFollowerHeldOnlyThroughItsChainStillWaits() {
@@ -342,9 +488,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
         var sample: [WeakFollower] = []
         for round in 0..<100_000 {
             let follower = shared.follower()
-            if round % 3 == 0 {
-                follower.cancel()
-            }  // else: abandoned when `follower` goes out of scope
+            if round % 2 == 0 { follower.cancel() } else { follower.cancelContext.cancel() }
             if round % 10_000 == 0 { sample.append(WeakFollower(follower)) }
         }
         XCTAssertEqual(shared.followerCount, 1)
@@ -374,6 +518,46 @@ final class SharedCancellablePromiseTests: XCTestCase {
             keep.cancel()
             XCTAssertEqual(task.cancelCount.value, 1)
         }
+    }
+
+    /// 100,000 fire-and-forget followers of one source all run their `done` when it settles, and
+    /// nothing of them is kept once it settled. (Its cost per follower is the benchmark
+    /// package's to measure, not this test's.)
+    func testAHundredThousandAbandonedFollowersSettleWithTheSourceAndNothingIsKept() {
+        settleAbandonedFollowers(100_000)
+    }
+
+    /// Makes `count` fire-and-forget followers of one source, checks they all wait and run their
+    /// `done` when it settles, with nothing kept afterwards.
+    private func settleAbandonedFollowers(_ count: Int, file: StaticString = #filePath, line: UInt = #line) {
+        let task = SharedSourceTask()
+        var shared: SharedCancellablePromise<Int>? = task.promise.shared()
+        weak let weakStorage = shared?.storage
+        let shown = Counter()
+        var sample: [WeakPromise] = []
+        for index in 0..<count {
+            let follower = shared!.follower()
+            _ = follower.done(on: nil) { _ in shown.increment() }
+            if index % (count / 10) == 0 { sample.append(WeakPromise(follower.promise)) }
+        }
+        XCTAssertEqual(shared?.followerCount, count, "every abandoned follower waits", file: file, line: line)
+        XCTAssertEqual(
+            sample.filter { $0.promise != nil }.count, sample.count, "the shared state holds them", file: file,
+            line: line)
+        XCTAssertEqual(task.cancelCount.value, 0, file: file, line: line)
+        shared = nil
+        XCTAssertNotNil(weakStorage, "the source's completion handler holds the followers", file: file, line: line)
+        task.resolver.fulfill(1)
+        XCTAssertEqual(shown.value, count, "every done ran", file: file, line: line)
+        XCTAssertEqual(
+            sample.filter { $0.promise != nil }.count, 0, "nothing is kept once the source settled", file: file,
+            line: line)
+        XCTAssertNil(weakStorage, file: file, line: line)
+    }
+
+    struct WeakPromise {
+        weak var promise: Promise<Int>?
+        init(_ promise: Promise<Int>) { self.promise = promise }
     }
 
     struct WeakFollower {

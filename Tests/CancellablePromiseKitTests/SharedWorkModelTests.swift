@@ -6,6 +6,8 @@ import XCTest
 // A seeded, model-based randomized test of shared work: random operations on one
 // `SharedCancellablePromise` (make a follower, cancel one, drop one, settle the source, cancel
 // the source from elsewhere), checked after every operation against a small sequential model.
+// The model's rule for abandonment: a dropped follower keeps waiting and settles with the
+// source, so the source is cancelled only when every follower was cancelled.
 // A failure names the seed and the step; to replay one seed, set `firstSeed` and `seeds`.
 
 final class SharedWorkModelTests: XCTestCase {
@@ -47,8 +49,8 @@ final class SharedWorkModelTests: XCTestCase {
             }
         }
 
-        /// Follower `index` was cancelled or abandoned.
-        mutating func leave(_ index: Int) {
+        /// Follower `index` was cancelled: the source is cancelled once none waits any more.
+        mutating func cancel(_ index: Int) {
             guard followers[index] == .waiting else { return }
             followers[index] = .cancelled
             if waiting == 0 {
@@ -92,12 +94,11 @@ final class SharedWorkModelTests: XCTestCase {
                     let index = heldIndices.randomElement(using: &generator)!
                     operation = "cancel \(index)"
                     held[index]!.cancel()
-                    model.leave(index)
+                    model.cancel(index)
                 case 60..<80 where !heldIndices.isEmpty:
                     let index = heldIndices.randomElement(using: &generator)!
                     operation = "drop \(index)"
-                    held[index] = nil
-                    model.leave(index)
+                    held[index] = nil  // the model: an abandoned follower keeps waiting
                     XCTAssertNil(
                         weakFollowers[index].follower, "seed \(seed) step \(step): a dropped follower is freed")
                 case 80..<88:
@@ -134,21 +135,29 @@ final class SharedWorkModelTests: XCTestCase {
                     XCTAssertEqual(actual, model.followers[index], "\(context): follower \(index)")
                 }
             }
-            // Whatever is left: settle or drop, then nothing is left alive.
-            if generator.chance(0.5) {
-                task.resolver.fulfill(-1)
-            }
+            // Whatever is left: drop every follower (they keep waiting), then settle the source:
+            // every follower settled, and nothing is left alive.
             held = []
+            for (index, outcome) in outcomes.enumerated() {
+                XCTAssertEqual(
+                    outcome.isPending, model.followers[index] == .waiting,
+                    "seed \(seed): dropped follower \(index) waits until the source settles")
+            }
+            task.resolver.fulfill(-1)
+            model.settle(.fulfilled(-1))
             XCTAssertEqual(weakFollowers.filter { $0.follower != nil }.count, 0, "seed \(seed): followers freed")
+            XCTAssertEqual(task.cancelCount.value, model.cancelClosureCalls, "seed \(seed)")
             XCTAssertLessThanOrEqual(task.cancelCount.value, 1, "seed \(seed)")
             XCTAssertTrue(outcomes.allSatisfy { !$0.isPending }, "seed \(seed): a follower left pending")
+            XCTAssertEqual(shared.followerCount, 0, "seed \(seed)")
         }
     }
 }
 
 // The same for an `InFlightCoalescer` with three keys: requests join the work in flight for their
 // key or start it anew; followers are cancelled or dropped; work is fulfilled. The model says
-// which work each request must share, and when each piece of work must be cancelled.
+// which work each request must share, and when each piece of work must be cancelled (when every
+// follower of it was cancelled: a dropped one keeps waiting).
 final class InFlightCoalescerModelTests: XCTestCase {
     private static let seeds = 1_000
     private static let steps = 40
@@ -181,7 +190,8 @@ final class InFlightCoalescerModelTests: XCTestCase {
             }
         }
 
-        mutating func leave(_ index: Int) {
+        /// Follower `index` was cancelled. (A dropped follower keeps waiting: nothing changes.)
+        mutating func cancel(_ index: Int) {
             guard followers[index].expected == .waiting else { return }
             followers[index].expected = .cancelled
             let work = followers[index].work
@@ -230,12 +240,11 @@ final class InFlightCoalescerModelTests: XCTestCase {
                     let index = heldIndices.randomElement(using: &generator)!
                     operation = "cancel \(index)"
                     held[index]!.cancel()
-                    model.leave(index)
+                    model.cancel(index)
                 case 65..<80 where !heldIndices.isEmpty:
                     let index = heldIndices.randomElement(using: &generator)!
                     operation = "drop \(index)"
-                    held[index] = nil
-                    model.leave(index)
+                    held[index] = nil  // the model: an abandoned follower keeps waiting
                 case 80..<100:
                     operation = "fulfil \(key)"
                     if let work = model.inFlight(key), work < tasks.count { tasks[work].resolver.fulfill(step) }
@@ -260,8 +269,18 @@ final class InFlightCoalescerModelTests: XCTestCase {
                     XCTAssertEqual(actual, model.followers[index].expected, "\(context): follower \(index)")
                 }
             }
+            // Dropping every follower ends nothing; settling the work in flight ends it all.
             held = []
-            XCTAssertEqual(coalescer.inFlightCount, 0, "seed \(seed): dropping every follower ends every piece of work")
+            XCTAssertEqual(coalescer.inFlightCount, model.works.filter(\.inFlight).count, "seed \(seed)")
+            for key in 0..<Self.keys {
+                if let work = model.inFlight(key), work < tasks.count { tasks[work].resolver.fulfill(-1) }
+                model.fulfil(key, -1)
+            }
+            XCTAssertEqual(coalescer.inFlightCount, 0, "seed \(seed): settled work leaves the coalescer")
+            for (index, outcome) in outcomes.enumerated() {
+                let actual: Expected = outcome.isPending ? .waiting : outcome.value.map { .value($0) } ?? .cancelled
+                XCTAssertEqual(actual, model.followers[index].expected, "seed \(seed): follower \(index)")
+            }
         }
     }
 }

@@ -145,6 +145,32 @@ final class ProcessPromiseTests: XCTestCase {
         XCTAssertEqual(child.terminationStatus, SIGKILL)
     }
 
+    /// A cancelled process that exits on `SIGTERM` unschedules its `SIGKILL`: nothing is left on
+    /// the scheduler once it exited.
+    func testAProcessThatExitsOnSIGTERMLeavesNothingScheduled() throws {
+        let scheduler = TestScheduler()
+        let child = process("/bin/sleep", "30")
+        let running = child.run(.promise, killAfter: 5, scheduler: scheduler).cancellize()
+        running.cancel()
+        // The SIGKILL was scheduled (unless the process already exited: then it is unscheduled
+        // at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
+        child.waitUntilExit()
+        XCTAssertEqual(child.terminationStatus, SIGTERM)
+        XCTAssertTrue(eventually(seconds: 5) { scheduler.pendingCount == 0 }, "the SIGKILL was left scheduled")
+    }
+
+    /// The same for `launch(.promise)`.
+    func testALaunchedProcessThatExitsOnSIGTERMLeavesNothingScheduled() throws {
+        let scheduler = TestScheduler()
+        let child = process("/bin/sleep", "30")
+        let launched = child.launch(.promise, killAfter: 5, scheduler: scheduler).cancellize()
+        launched.cancel()
+        // The SIGKILL was scheduled (unless the process already exited: then it is unscheduled
+        // at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
+        child.waitUntilExit()
+        XCTAssertTrue(eventually(seconds: 5) { scheduler.pendingCount == 0 }, "the SIGKILL was left scheduled")
+    }
+
     func testCancellingALaunchedProcessTerminatesIt() throws {
         let child = process("/bin/sleep", "30")
         let launched = child.launch(.promise).cancellize()
