@@ -27,11 +27,15 @@ struct ChainActions {
 
     init() {}
 
-    var isEmpty: Bool { pending == nil }
+    /// Whether nothing was recorded. (A pattern, not `== nil`, which would copy the value.)
+    var isEmpty: Bool {
+        if case .none = pending { return true }
+        return false
+    }
 
     @inline(__always)
     private mutating func record<R>(_ body: (inout RecordedActions) -> R) -> R {
-        if pending == nil { pending = RecordedActions() }
+        if isEmpty { pending = RecordedActions() }
         return body(&pending!)
     }
 
@@ -46,7 +50,7 @@ struct ChainActions {
         _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
         with error: any Error
     ) -> Bool {
-        if pending == nil { pending = RecordedActions() }
+        if isEmpty { pending = RecordedActions() }
         return pending!.reject(taken, home: home, key: key, earlier: earlier, with: error)
     }
 
@@ -80,7 +84,7 @@ struct ChainActions {
 
     /// Takes the next link to follow.
     mutating func nextLink() -> (link: CancelLink, error: any Error)? {
-        guard pending != nil else { return nil }
+        if isEmpty { return nil }
         return pending!.nextLink()
     }
 
@@ -97,7 +101,7 @@ struct ChainActions {
 
     /// Calls the cancel closures, then runs the released handlers, then releases the rest.
     mutating func run() {
-        guard pending != nil else { return }
+        if isEmpty { return }
         pending!.run()
         pending = nil
     }
@@ -203,7 +207,7 @@ private struct RecordedActions {
 
 
     private mutating func drop(_ released: MemberContents) {
-        if firstDropped == nil { firstDropped = released } else { dropped.append(released) }
+        if case .none = firstDropped { firstDropped = released } else { dropped.append(released) }
     }
 
     mutating func notify(_ attachment: EarlierAttachment) {
@@ -231,7 +235,7 @@ private struct RecordedActions {
     }
 
     mutating func call(_ body: @escaping () -> Void) {
-        if singleCall == nil { singleCall = body } else { calls.append(body) }
+        if case .none = singleCall { singleCall = body } else { calls.append(body) }
     }
 
     /// Calls the cancel closures, then runs the released handlers, then releases the rest.
