@@ -74,24 +74,24 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testCatchWithAllErrorsPolicyReceivesCancelled() {
         let task = StubTask()
         let runningTask = startTask(task)
-        let caught = expectation(description: "catch")
+        let caught = Handshake()
         runningTask.catch(policy: .allErrors) { error in
             // Will be called with error being CancellablePromiseError.cancelled
             XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
-            caught.fulfill()
+            caught.signal()
         }
         runningTask.cancel()
-        wait(for: [caught], timeout: 10)
+        XCTAssertTrue(caught.wait(seconds: 10))
     }
 
     func testCatchWithDefaultPolicyIsNotCalledForCancellation() {
         let task = StubTask()
         let runningTask = startTask(task)
         var called = false
-        let finished = expectation(description: "finally")
-        runningTask.catch { _ in called = true }.finally { finished.fulfill() }
+        let finished = Handshake()
+        runningTask.catch { _ in called = true }.finally { finished.signal() }
         runningTask.cancel()
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertFalse(called)
     }
 

@@ -32,11 +32,11 @@ final class CancellationSemanticsTests: XCTestCase {
                 note("recover"); return .value(0)
             }
             .done(on: queue) { _ in note("done") }
-            let ensured = expectation(description: "ensure")
-            tail.ensure(on: queue) { ensured.fulfill() }.cauterize()
+            let ensured = Handshake()
+            tail.ensure(on: queue) { ensured.signal() }.cauterize()
             tail.cancel()
             resolver.fulfill(1)
-            wait(for: [ensured], timeout: 10)
+            XCTAssertTrue(ensured.wait(seconds: 10))
             drainMainQueue()
             XCTAssertEqual(lock.withLock { ran }, [], "queue \(String(describing: queue))")
             XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
@@ -109,13 +109,15 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: New cancellable promises are simple to make
 
     func testNewCancellablePromiseFromResolverAndCancelFunction() {
-        let item = DispatchWorkItem {}
+        let scheduler = TestScheduler()
         let promise = CancellablePromise<Void> { resolver in
-            DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: item)
-            return { item.cancel() }
+            let timer = scheduler.schedule(after: 30) { resolver.fulfill(()) }
+            return { timer.cancel() }
         }
+        XCTAssertEqual(scheduler.pendingCount, 1)
         promise.cancel()
-        XCTAssertTrue(item.isCancelled)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was cancelled")
+        scheduler.advance(by: 30)
         XCTAssertTrue(promise.isRejected)
     }
 

@@ -93,12 +93,12 @@ extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.
     func runWithoutDeadlock(timeout: TimeInterval = 10, _ work: @escaping @Sendable () -> Void) {
-        let finished = expectation(description: "finished without deadlock")
+        let finished = Handshake()
         DispatchQueue.global().async {
             work()
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: timeout)
+        XCTAssertTrue(finished.wait(seconds: timeout))
     }
 
     /// Lets the main queue run the work queued on it, and the work that this work queues there in
@@ -108,9 +108,9 @@ extension XCTestCase {
     /// main queue (the default queue of every step) did *not* run.
     func drainMainQueue(hops: Int = 10) {
         for _ in 0..<hops {
-            let done = expectation(description: "main queue drained")
-            DispatchQueue.main.async { done.fulfill() }
-            wait(for: [done], timeout: 10)
+            let done = Handshake()
+            DispatchQueue.main.async { done.signal() }
+            XCTAssertTrue(done.wait(seconds: 10))
         }
     }
 }

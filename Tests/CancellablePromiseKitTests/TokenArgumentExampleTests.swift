@@ -199,7 +199,7 @@ final class TokenArgumentExampleTests: XCTestCase {
             let apple = self.apple
             var printed: [Int] = []
             var caught: Error?
-            let done = expectation(description: "catch ran")
+            let done = Handshake()
 
             fetch(url, token).then(on: nil) { data -> Promise<Data> in
                 printed.append(data.count)
@@ -214,7 +214,7 @@ final class TokenArgumentExampleTests: XCTestCase {
                 if error.isCancelled {
                     caught = error
                 }
-                done.fulfill()
+                done.signal()
             }
 
             client.session.tasks[0].finish(data: Data([1]))
@@ -222,7 +222,7 @@ final class TokenArgumentExampleTests: XCTestCase {
             XCTAssertEqual(client.session.tasks.count, 3)  // the non-cancellable request runs
             request.cancel()  // arrives while it runs: nothing to cancel there
             client.session.tasks[2].finish(data: Data([1, 2, 3]))
-            wait(for: [done], timeout: 5)
+            XCTAssertTrue(done.wait(seconds: 5))
 
             XCTAssertEqual(printed, [1, 2])
             XCTAssertEqual(caught as? CancellablePromiseError, .cancelled)

@@ -19,7 +19,7 @@ final class WhenWhileTests: XCTestCase {
         resolver.fulfill(1)
         // The handler, on the main queue, has not run yet: this thread is the main thread.
         conditionResolver.reject(FakeTaskCancelled())
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertNil(outcome.value)
     }
@@ -31,7 +31,7 @@ final class WhenWhileTests: XCTestCase {
         let outcome = mainQueueOutcome(of: result)
         resolver.fulfill(1)
         conditionResolver.reject(CancellablePromiseError.cancelled)
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertFalse(cp.isCancelled, "the promise had fulfilled: there was nothing to cancel")
         XCTAssertEqual(cp.value, 1)
@@ -44,7 +44,7 @@ final class WhenWhileTests: XCTestCase {
         let outcome = mainQueueOutcome(of: result)
         resolver.fulfill(1)
         conditionResolver.reject(FakeTaskCancelled())
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.value, 1)
     }
 
@@ -53,19 +53,19 @@ final class WhenWhileTests: XCTestCase {
         let (condition, conditionResolver) = Promise<Void>.pending()
         let result = when(watched, while: condition, isEnsured: true)
         let deliveredOnMain = Flag()
-        let delivered = expectation(description: "delivered")
+        let delivered = Handshake()
         result.pipe { _ in
             if Thread.isMainThread { deliveredOnMain.raise() }
-            delivered.fulfill()
+            delivered.signal()
         }
-        let fulfilled = DispatchSemaphore(value: 0)
+        let fulfilled = Handshake()
         DispatchQueue.global().async {
             resolver.fulfill(2)
             fulfilled.signal()
         }
         fulfilled.wait()
         XCTAssertTrue(result.isPending, "the value waits for its delivery block")
-        wait(for: [delivered], timeout: 10)
+        XCTAssertTrue(delivered.wait(seconds: 10))
         XCTAssertEqual(result.value, 2)
         XCTAssertTrue(deliveredOnMain.value)
         conditionResolver.fulfill(())
@@ -155,7 +155,7 @@ final class WhenWhileTests: XCTestCase {
         let outcome = mainQueueOutcome(of: inner.withLock { $0 }!)
         taskResolver.fulfill(5)
         wrapper.cancel()
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(wrapper.error as? CancellablePromiseError, .cancelled)
     }
@@ -294,7 +294,7 @@ final class WhenWhileTests: XCTestCase {
             let ensured = round % 2 == 0
             let result = when(watched, while: condition, isEnsured: ensured)
             let settlements = Counter()
-            let settled = DispatchSemaphore(value: 0)
+            let settled = Handshake()
             result.pipe { _ in
                 settlements.increment()
                 settled.signal()
@@ -325,20 +325,19 @@ final class WhenWhileTests: XCTestCase {
 
     /// What a handler of `promise` running on the main queue (the default) saw.
     private final class MainQueueOutcome<T>: @unchecked Sendable {
-        let arrived: XCTestExpectation
+        let arrived = Handshake()
         var value: T?
         var error: Error?
-        init(_ arrived: XCTestExpectation) { self.arrived = arrived }
     }
 
     private func mainQueueOutcome<T>(of promise: Promise<T>) -> MainQueueOutcome<T> {
-        let outcome = MainQueueOutcome<T>(expectation(description: "handler ran"))
+        let outcome = MainQueueOutcome<T>()
         promise.done { value in
             outcome.value = value
-            outcome.arrived.fulfill()
+            outcome.arrived.signal()
         }.catch(policy: .allErrors) { error in
             outcome.error = error
-            outcome.arrived.fulfill()
+            outcome.arrived.signal()
         }
         return outcome
     }

@@ -21,13 +21,13 @@ final class CatchTests: XCTestCase {
     }
 
     func testCatchOnTheDefaultQueueRunsOnMain() {
-        let caught = expectation(description: "caught")
+        let caught = Handshake()
         var onMain = false
         Promise<Int>(error: TestError()).catch { _ in
             onMain = isOnMainQueue
-            caught.fulfill()
+            caught.signal()
         }
-        wait(for: [caught], timeout: 10)
+        XCTAssertTrue(caught.wait(seconds: 10))
         XCTAssertTrue(onMain)
     }
 
@@ -117,13 +117,13 @@ final class CatchTests: XCTestCase {
     }
 
     func testFinallyOnTheDefaultQueueRunsOnMain() {
-        let ran = expectation(description: "finally")
+        let ran = Handshake()
         var onMain = false
         Promise.value(1).catch { _ in }.finally {
             onMain = isOnMainQueue
-            ran.fulfill()
+            ran.signal()
         }
-        wait(for: [ran], timeout: 10)
+        XCTAssertTrue(ran.wait(seconds: 10))
         XCTAssertTrue(onMain)
     }
 

@@ -83,7 +83,7 @@ final class GuaranteeTests: XCTestCase {
 
     func testWaitReturnsTheValueResolvedOnAnotherThread() {
         let (g, resolve) = Guarantee<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { resolve(4) }
+        runWhenAwaited(g.asPromise()) { resolve(4) }
         XCTAssertEqual(g.wait(), 4)
     }
 

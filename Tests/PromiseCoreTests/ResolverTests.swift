@@ -218,13 +218,13 @@ final class ResolverTests: XCTestCase {
 
     func testWaitReturnsTheValueResolvedOnAnotherThread() throws {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(3) }
+        runWhenAwaited(p) { r.fulfill(3) }
         XCTAssertEqual(try p.wait(), 3)
     }
 
     func testWaitThrowsTheRejection() {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.reject(TestError(code: 3)) }
+        runWhenAwaited(p) { r.reject(TestError(code: 3)) }
         XCTAssertThrowsError(try p.wait()) { XCTAssertEqual($0 as? TestError, TestError(code: 3)) }
     }
 
@@ -237,7 +237,7 @@ final class ResolverTests: XCTestCase {
         let (p, r) = Promise<Int>.pending()
         var result: Int?
         let events = try recordingLog {
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(2) }
+            runWhenAwaited(p) { r.fulfill(2) }
             result = try p.wait()
         }
         XCTAssertEqual(result, 2)
@@ -247,14 +247,14 @@ final class ResolverTests: XCTestCase {
     func testWaitOffTheMainThreadDoesNotLog() throws {
         let (p, r) = Promise<Int>.pending()
         let logged = Recorder<String>()
-        let done = DispatchSemaphore(value: 0)
+        let done = Handshake()
         let result = Locked<Int?>(nil)
         withConfiguration({ $0.logHandler = { logged.append(describeLog([$0])[0]) } }) {
             DispatchQueue.global().async {
                 result.withLock { $0 = try? p.wait() }
                 done.signal()
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(5) }
+            runWhenAwaited(p) { r.fulfill(5) }
             done.wait()
         }
         XCTAssertEqual(result.withLock { $0 }, 5)
