@@ -84,10 +84,7 @@ final class AttachedTaskTests: XCTestCase {
     func testTheTaskIsReleasedOnceThePromiseSettles() {
         let released = Flag()
         let (promise, resolver) = Promise<Int>.pending()
-        do {
-            let task = TokenCancellableSpy(onDeinit: { released.raise() })
-            promise.setCancellable(task)
-        }
+        promise.setCancellable(taskRaisingOnDeinit(released))
         XCTAssertFalse(released.value, "held while pending")
         resolver.fulfill(1)
         XCTAssertTrue(released.value)
@@ -240,10 +237,7 @@ final class AttachedTaskTests: XCTestCase {
     func testAnAppendedTaskIsReleasedOnceThePromiseSettles() {
         let released = Flag()
         let (promise, resolver) = CancellablePromise<Int>.pending()
-        do {
-            let task = TokenCancellableSpy(onDeinit: { released.raise() })
-            promise.appendCancellable(task, reject: nil)
-        }
+        promise.appendCancellable(taskRaisingOnDeinit(released), reject: nil)
         XCTAssertFalse(released.value, "held while the promise is pending")
         resolver.fulfill(1)
         XCTAssertTrue(released.value)
@@ -334,4 +328,9 @@ final class AttachedTaskTests: XCTestCase {
             XCTAssertEqual(promise.value, 1)
         }
     }
+}
+
+/// A task that raises `released` when it is deallocated.
+private func taskRaisingOnDeinit(_ released: Flag) -> TokenCancellableSpy {
+    TokenCancellableSpy(onDeinit: { released.raise() })
 }

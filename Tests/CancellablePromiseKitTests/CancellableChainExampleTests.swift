@@ -164,11 +164,17 @@ final class CancellableChainExampleTests: XCTestCase {
         }
     }
 
+    /// A fresh backend and an avatar screen on it.
+    func freshAvatarScreen() -> (FakeBackend, AvatarScreen) {
+        let backend = FakeBackend()
+        return (backend, AvatarScreen(backend: backend))
+    }
+
     /// `forEachSpelling` with a fresh backend and avatar screen for each.
     func forEachSpellingOnAFreshAvatarScreen(_ body: (ChainSpelling, FakeBackend, AvatarScreen) -> Void) {
         forEachSpelling { spelling in
-            let backend = FakeBackend()
-            body(spelling, backend, AvatarScreen(backend: backend))
+            let (backend, screen) = freshAvatarScreen()
+            body(spelling, backend, screen)
         }
     }
 
@@ -438,8 +444,7 @@ final class CancellableChainExampleTests: XCTestCase {
     // MARK: Troubleshooting (the corrected forms compile and cancel)
 
     func testTroubleshootingMultiLineClosureWithDeclaredReturnType() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let (backend, screen) = freshAvatarScreen()
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds -> CancellablePromise<Image> in
@@ -455,8 +460,7 @@ final class CancellableChainExampleTests: XCTestCase {
     /// The guide's failing form (no declared return type): Swift 6 infers multi-statement
     /// closures, so it compiles as written.
     func testTroubleshootingMultiLineClosureWithoutDeclaredReturnTypeCompiles() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let (backend, screen) = freshAvatarScreen()
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds in
@@ -469,8 +473,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testTroubleshootingCancellableOnBothLoginAndFetchMakesTheChainCancellable() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let (backend, screen) = freshAvatarScreen()
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds in

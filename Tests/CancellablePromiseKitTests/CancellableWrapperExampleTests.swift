@@ -257,6 +257,12 @@ final class CancellableWrapperExampleTests: XCTestCase {
         XCTAssertEqual(cancellablePromise.asPromise().value, "x")
     }
 
+    /// Task 1 and task 2 of the `cancelPromise` examples succeed, with "a" and "b".
+    func finishTask1AndTask2(_ tasks: FakeBackend) {
+        tasks.task("task1", String.self).succeed("a")
+        tasks.task("task2", String.self).succeed("b")
+    }
+
     /// The first `cancelPromise` example: sub-tasks combined with `when` and the cancelPromise.
     func cancelPromiseExample(_ tasks: FakeBackend) -> CancellablePromise<String> {
         let cancellablePromise = CancellablePromise<String> { cancelPromise in
@@ -277,8 +283,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testCancelPromiseExampleAsWrittenWaitsForCancelPromiseAndEndsOnlyByCancel() {
         let tasks = FakeBackend()
         let cancellablePromise = cancelPromiseExample(tasks)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         drainMainQueue()
         XCTAssertFalse(tasks.wasStarted("a+b"))
         XCTAssertTrue(cancellablePromise.isPending)
@@ -291,8 +296,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
         let cancellablePromise = cancelPromiseExample(tasks)
         cancellablePromise.cancel()
         XCTAssertEqual(cancellablePromise.error as? CancellablePromiseError, .cancelled)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         drainMainQueue()
         XCTAssertEqual(tasks.startedNames, ["task1", "task2"])
     }
@@ -314,8 +318,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testWhenWhileExampleFulfils() {
         let tasks = FakeBackend()
         let cancellablePromise = whileExample(tasks)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         XCTAssertTrue(eventually(seconds: 10) { tasks.wasStarted("a+b") })
         tasks.task("a+b", String.self).succeed("c")
         XCTAssertTrue(eventually(seconds: 10) { !cancellablePromise.isPending })

@@ -265,16 +265,11 @@ final class CancellationSemanticsTests: XCTestCase {
     }
 
     func testSettledLinksCancelClosureIsNotCalled() {
-        var calls = 0
-        var resolverRef: Resolver<Int>?
-        let promise = CancellablePromise<Int> { resolver in
-            resolverRef = resolver
-            return { calls += 1 }
-        }
+        let (promise, resolver, cancels) = pendingPromiseCountingCancels()
         let tail = promise.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
-        resolverRef?.fulfill(1)
+        resolver.fulfill(1)
         tail.cancel()
-        XCTAssertEqual(calls, 0)
+        XCTAssertEqual(cancels.value, 0)
         XCTAssertTrue(tail.isRejected)
     }
 
@@ -482,16 +477,11 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: Bad input
 
     func testCancelAfterSettleIsANoOp() {
-        var calls = 0
-        var resolverRef: Resolver<Int>?
-        let promise = CancellablePromise<Int> { resolver in
-            resolverRef = resolver
-            return { calls += 1 }
-        }
-        resolverRef?.reject(CustomCancel())
+        let (promise, resolver, cancels) = pendingPromiseCountingCancels()
+        resolver.reject(CustomCancel())
         promise.cancel()
         promise.cancel()
-        XCTAssertEqual(calls, 0)
+        XCTAssertEqual(cancels.value, 0)
         XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
     }
 

@@ -89,6 +89,18 @@ final class DeinitProbe: @unchecked Sendable {
     func touchedTrue() -> Bool { true }
 }
 
+/// A pending cancellable promise made from a resolver body, that body's resolver, and how many
+/// times the promise's cancel closure has run.
+func pendingPromiseCountingCancels() -> (promise: CancellablePromise<Int>, resolver: Resolver<Int>, cancels: Counter) {
+    let cancels = Counter()
+    var kept: Resolver<Int>?
+    let promise = CancellablePromise<Int> { resolver in
+        kept = resolver
+        return { cancels.increment() }
+    }
+    return (promise, kept!, cancels)
+}
+
 extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.

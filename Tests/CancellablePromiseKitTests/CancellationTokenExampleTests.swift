@@ -265,8 +265,7 @@ final class CancellationTokenExampleTests: XCTestCase {
     }
 
     func testFlatMapCompletesWithTheEventualValueOfTheReturnedToken() {
-        let left = CancellationRequest()
-        let right = CancellationRequest()
+        let (left, right) = (CancellationRequest(), CancellationRequest())
         let token = left.token.flatMap { right.token }
         left.cancel()
         XCTAssertFalse(token.isCompleted)

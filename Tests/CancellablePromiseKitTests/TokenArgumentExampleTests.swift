@@ -62,20 +62,11 @@ private final class FetchClient: @unchecked Sendable {
         }
     }
 
-    // The convention's `noncancellableFetchData`, as written.
+    // The convention's `noncancellableFetchData`, its `if let data … else if let error …` spelt
+    // as the one call `resolve(_:_:)` (which rejects a completion with neither).
     func noncancellableFetchData(with url: URL) -> Promise<Data> {
-        var dataTask: StandInDataTask?
         let (promise, resolver) = Promise<Data>.pending()
-
-        dataTask = session.dataTask(with: url) { data, _, error in
-            if let data = data {
-                resolver.fulfill(data)
-            } else if let error = error {
-                resolver.reject(error)
-            }
-        }
-        dataTask?.resume()
-
+        session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }.resume()
         return promise
     }
 }

@@ -12,14 +12,7 @@ final class WhenWhileTests: XCTestCase {
     // MARK: isEnsured
 
     func testEnsuredValueIsNotDeliveredWhenTheConditionRejectsBeforeTheHandlerRuns() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
-        let outcome = mainQueueOutcome(of: result)
-        resolver.fulfill(1)
-        // The handler, on the main queue, has not run yet: this thread is the main thread.
-        conditionResolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
+        let outcome = outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: true)
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertNil(outcome.value)
     }
@@ -38,20 +31,12 @@ final class WhenWhileTests: XCTestCase {
     }
 
     func testWithoutEnsuredAValueThatArrivedFirstIsDelivered() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: false)
-        let outcome = mainQueueOutcome(of: result)
-        resolver.fulfill(1)
-        conditionResolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
+        let outcome = outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: false)
         XCTAssertEqual(outcome.value, 1)
     }
 
     func testEnsuredValueWaitsForItsDeliveryOnTheMainQueue() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         let deliveredOnMain = Flag()
         let delivered = Handshake()
         result.pipe { _ in
@@ -63,7 +48,7 @@ final class WhenWhileTests: XCTestCase {
             resolver.fulfill(2)
             fulfilled.signal()
         }
-        fulfilled.wait()
+        fulfilled.waitBlockingThisThread()  // the main queue's delivery block cannot run meanwhile
         XCTAssertTrue(result.isPending, "the value waits for its delivery block")
         XCTAssertTrue(delivered.wait(seconds: 10))
         XCTAssertEqual(result.value, 2)
@@ -75,9 +60,7 @@ final class WhenWhileTests: XCTestCase {
         let saved = conf
         conf.Q = (map: nil, return: nil)
         defer { conf = saved }
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.fulfill(3)
         XCTAssertEqual(result.value, 3)
         conditionResolver.reject(FakeTaskCancelled())
@@ -85,9 +68,7 @@ final class WhenWhileTests: XCTestCase {
     }
 
     func testEnsuredConditionRejectingWhileThePromiseIsPendingRejectsWithItsOwnError() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         conditionResolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         resolver.fulfill(1)
@@ -104,18 +85,14 @@ final class WhenWhileTests: XCTestCase {
     }
 
     func testEnsuredRejectionOfThePromiseIsPassedOnAtOnce() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         conditionResolver.fulfill(())
     }
 
     func testEnsuredConditionRejectingAfterTheDeliveryChangesNothing() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.fulfill(4)
         _ = waitForResult(result)
         conditionResolver.reject(FakeTaskCancelled())
@@ -323,11 +300,33 @@ final class WhenWhileTests: XCTestCase {
 
     // MARK: Helpers
 
+    /// `when(watched, while: condition, isEnsured:)` of a pending promise and a pending
+    /// condition, with the resolvers of both.
+    private func whenWhilePending(
+        isEnsured: Bool
+    ) -> (result: Promise<Int>, resolver: Resolver<Int>, conditionResolver: Resolver<Void>) {
+        let (watched, resolver) = Promise<Int>.pending()
+        let (condition, conditionResolver) = Promise<Void>.pending()
+        return (when(watched, while: condition, isEnsured: isEnsured), resolver, conditionResolver)
+    }
+
     /// What a handler of `promise` running on the main queue (the default) saw.
     private final class MainQueueOutcome<T>: @unchecked Sendable {
         let arrived = Handshake()
         var value: T?
         var error: Error?
+    }
+
+    /// What the main-queue handler of `whenWhilePending(isEnsured:)` saw when the value (1)
+    /// arrived and the condition then rejected, both before that handler ran (this thread is
+    /// the main thread).
+    private func outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: Bool) -> MainQueueOutcome<Int> {
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: isEnsured)
+        let outcome = mainQueueOutcome(of: result)
+        resolver.fulfill(1)
+        conditionResolver.reject(FakeTaskCancelled())
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
+        return outcome
     }
 
     private func mainQueueOutcome<T>(of promise: Promise<T>) -> MainQueueOutcome<T> {

@@ -32,27 +32,19 @@ final class CatchTests: XCTestCase {
     }
 
     func testCatchWithTheDefaultPolicySkipsPMKErrorCancelled() {
-        var called = false
-        Promise<Int>(error: PMKError.cancelled).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: PMKError.cancelled))
     }
 
     func testCatchWithTheDefaultPolicySkipsCancellationError() {
-        var called = false
-        Promise<Int>(error: CancellationError()).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: CancellationError()))
     }
 
     func testCatchWithTheDefaultPolicySkipsURLErrorCancelled() {
-        var called = false
-        Promise<Int>(error: URLError(.cancelled)).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: URLError(.cancelled)))
     }
 
     func testCatchWithTheDefaultPolicySkipsACancellableError() {
-        var called = false
-        Promise<Int>(error: UserCancelled()).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: UserCancelled()))
     }
 
     func testCatchWithTheDefaultPolicyHandlesOtherURLErrors() {
@@ -314,4 +306,11 @@ final class CatchTests: XCTestCase {
         }
         XCTAssertTrue(ran)
     }
+}
+
+/// Whether a `catch` with the default policy runs for a promise rejected with `error`.
+private func defaultCatchRuns(for error: Error) -> Bool {
+    var called = false
+    Promise<Int>(error: error).catch(on: nil) { _ in called = true }
+    return called
 }

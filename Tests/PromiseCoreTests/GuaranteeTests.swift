@@ -42,10 +42,7 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testDoneOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
-        let g = Guarantee.value(2).done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(waitForValue(g))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(handlerRanOnMain { body in Guarantee.value(2).done { _ in body() } })
     }
 
     func testGetPassesTheValueOn() {
@@ -101,18 +98,11 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testPendingGuaranteeDeallocatedIsLogged() {
-        let events = recordingLog {
-            _ = Guarantee<Int>.pending()
-        }
-        XCTAssertEqual(describeLog(events), ["pendingGuaranteeDeallocated"])
+        XCTAssertEqual(describedLog { _ = Guarantee<Int>.pending() }, ["pendingGuaranteeDeallocated"])
     }
 
     func testResolvedGuaranteeDeallocatedLogsNothing() {
-        let events = recordingLog {
-            let (_, resolve) = Guarantee<Int>.pending()
-            resolve(1)
-        }
-        XCTAssertEqual(describeLog(events), [])
+        XCTAssertEqual(describedLog { Guarantee<Int>.pending().resolve(1) }, [])
     }
 
     func testGuaranteeOperatorsOnAQueue() {

@@ -51,12 +51,15 @@ final class ResolverTests: XCTestCase {
         XCTAssertEqual(p.error as? TestError, TestError(code: 4))
     }
 
-    func testResolveNilNilRejectsWithInvalidCallingConvention() {
+    func testResolveNilNilRejectsWithInvalidCallingConventionInEitherOrder() {
         let (p, r) = Promise<Int>.pending()
+        let (q, s) = Promise<Int>.pending()
         let value: Int? = nil
         let error: Error? = nil
         r.resolve(value, error)
+        s.resolve(error, value)
         XCTAssertEqual(pmkCase(p.error), "invalidCallingConvention")
+        XCTAssertEqual(pmkCase(q.error), "invalidCallingConvention")
     }
 
     func testResolveNonOptionalValueAndNilErrorFulfils() {
@@ -86,14 +89,6 @@ final class ResolverTests: XCTestCase {
         let value: Int? = nil
         r.resolve(error, value)
         XCTAssertEqual(p.error as? TestError, TestError(code: 6))
-    }
-
-    func testResolveErrorFirstNilNilRejectsWithInvalidCallingConvention() {
-        let (p, r) = Promise<Int>.pending()
-        let error: Error? = nil
-        let value: Int? = nil
-        r.resolve(error, value)
-        XCTAssertEqual(pmkCase(p.error), "invalidCallingConvention")
     }
 
     func testResolveSwiftResultSuccessFulfils() {
@@ -133,25 +128,15 @@ final class ResolverTests: XCTestCase {
     }
 
     func testDroppingAPendingResolverLogsPendingPromiseDeallocated() {
-        let events = recordingLog {
-            _ = Promise<Int>.pending()
-        }
-        XCTAssertEqual(describeLog(events), ["pendingPromiseDeallocated"])
+        XCTAssertEqual(describedLog { _ = Promise<Int>.pending() }, ["pendingPromiseDeallocated"])
     }
 
     func testDroppingAResolverAfterResolvingLogsNothing() {
-        let events = recordingLog {
-            let (_, r) = Promise<Int>.pending()
-            r.fulfill(1)
-        }
-        XCTAssertEqual(describeLog(events), [])
+        XCTAssertEqual(describedLog { Promise<Int>.pending().resolver.fulfill(1) }, [])
     }
 
     func testResolverInitialiserThatNeverResolvesLogsPendingPromiseDeallocated() {
-        let events = recordingLog {
-            _ = Promise<Int> { _ in }
-        }
-        XCTAssertEqual(describeLog(events), ["pendingPromiseDeallocated"])
+        XCTAssertEqual(describedLog { _ = Promise<Int> { _ in } }, ["pendingPromiseDeallocated"])
     }
 
     // MARK: Initialisers

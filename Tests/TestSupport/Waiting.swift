@@ -123,6 +123,14 @@ public final class Handshake: @unchecked Sendable {
     @discardableResult
     public func wait(seconds: TimeInterval = 10) -> Bool {
         if Thread.isMainThread { return eventually(seconds: seconds) { hasArrived } }
+        return waitBlockingThisThread(seconds: seconds)
+    }
+
+    /// Blocks until `signal()` has been called, at most `seconds`, without running any run
+    /// loop, even on the main thread: for a test that must keep the main queue's work from
+    /// running meanwhile. Returns whether it was.
+    @discardableResult
+    public func waitBlockingThisThread(seconds: TimeInterval = 10) -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
         condition.lock()
         defer { condition.unlock() }
