@@ -208,6 +208,19 @@ final class CombinatorAutoCancelTests: XCTestCase {
 
     // MARK: when(fulfilled:) tuples
 
+    /// `when(fulfilled:_:autoCancel:)` of two pending cancellable promises, and the two, once the
+    /// second has rejected (checking that the result rejected).
+    private func twoTupleWhenWhoseSecondInputFails(
+        autoCancel: Bool, line: UInt = #line
+    ) -> (result: CancellablePromise<(Int, String)>, first: CancellablePromise<Int>, second: CancellablePromise<String>)
+    {
+        let first = CancellablePromise<Int>.pending(), second = CancellablePromise<String>.pending()
+        let failed = when(fulfilled: first.promise, second.promise, autoCancel: autoCancel)
+        second.resolver.reject(FakeTaskCancelled())
+        XCTAssertTrue(failed.isRejected, line: line)
+        return (failed, first.promise, second.promise)
+    }
+
     func testWhenFulfilledTwoTupleValuesAndAutoCancel() {
         let a = CancellablePromise<Int>.pending(), b = CancellablePromise<String>.pending()
         let result = when(fulfilled: a.promise, b.promise, autoCancel: true)
@@ -216,22 +229,16 @@ final class CombinatorAutoCancelTests: XCTestCase {
         XCTAssertEqual(result.value?.0, 1)
         XCTAssertEqual(result.value?.1, "b")
 
-        let c = CancellablePromise<Int>.pending(), d = CancellablePromise<String>.pending()
-        let failed = when(fulfilled: c.promise, d.promise, autoCancel: true)
-        d.resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(failed.isRejected)
-        XCTAssertTrue(c.promise.isCancelled)
-        XCTAssertFalse(d.promise.isCancelled)
+        let (_, c, d) = twoTupleWhenWhoseSecondInputFails(autoCancel: true)
+        XCTAssertTrue(c.isCancelled)
+        XCTAssertFalse(d.isCancelled)
     }
 
     func testWhenFulfilledTwoTupleWithoutAutoCancel() {
-        let c = CancellablePromise<Int>.pending(), d = CancellablePromise<String>.pending()
-        let failed = when(fulfilled: c.promise, d.promise)
-        d.resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(failed.isRejected)
-        XCTAssertFalse(c.promise.isCancelled)
+        let (failed, c, _) = twoTupleWhenWhoseSecondInputFails(autoCancel: false)
+        XCTAssertFalse(c.isCancelled)
         failed.cancel()
-        XCTAssertFalse(c.promise.isCancelled)
+        XCTAssertFalse(c.isCancelled)
     }
 
     func testWhenFulfilledThreeTuple() {

@@ -35,9 +35,9 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testDoneRunsWithTheValue() {
-        var seen: Int?
-        let g: Guarantee<Void> = Guarantee.value(2).done(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 2)
+        let seen = Recorder<Int>()
+        let g: Guarantee<Void> = Guarantee.value(2).done(on: nil) { seen.append($0) }
+        XCTAssertEqual(seen.all, [2])
         XCTAssertTrue(g.isFulfilled)
     }
 
@@ -46,9 +46,9 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testGetPassesTheValueOn() {
-        var seen: Int?
-        let g: Guarantee<Int> = Guarantee.value(2).get(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 2)
+        let seen = Recorder<Int>()
+        let g: Guarantee<Int> = Guarantee.value(2).get(on: nil) { seen.append($0) }
+        XCTAssertEqual(seen.all, [2])
         XCTAssertEqual(g.value, 2)
     }
 

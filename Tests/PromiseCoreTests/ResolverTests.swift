@@ -7,26 +7,22 @@ import XCTest
 /// `Resolver`'s resolve forms, `Promise`'s initialisers, `wait()` and descriptions.
 final class ResolverTests: XCTestCase {
     func testFulfill() {
-        let (p, r) = Promise<Int>.pending()
-        r.fulfill(1)
+        let p = promise(Int.self) { r in r.fulfill(1) }
         XCTAssertEqual(p.value, 1)
     }
 
     func testReject() {
-        let (p, r) = Promise<Int>.pending()
-        r.reject(TestError(code: 1))
+        let p = promise(Int.self) { r in r.reject(TestError(code: 1)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 1))
     }
 
     func testResolveWithAFulfilledResult() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Result<Int>.fulfilled(2))
+        let p = promise(Int.self) { r in r.resolve(Result<Int>.fulfilled(2)) }
         XCTAssertEqual(p.value, 2)
     }
 
     func testResolveWithARejectedResult() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Result<Int>.rejected(TestError(code: 2)))
+        let p = promise(Int.self) { r in r.resolve(Result<Int>.rejected(TestError(code: 2))) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 2))
     }
 
@@ -70,8 +66,7 @@ final class ResolverTests: XCTestCase {
     }
 
     func testResolveNonOptionalValueAndAnErrorRejects() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(5, TestError(code: 5))
+        let p = promise(Int.self) { r in r.resolve(5, TestError(code: 5)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 5))
     }
 
@@ -92,32 +87,27 @@ final class ResolverTests: XCTestCase {
     }
 
     func testResolveSwiftResultSuccessFulfils() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Swift.Result<Int, TestError>.success(7))
+        let p = promise(Int.self) { r in r.resolve(Swift.Result<Int, TestError>.success(7)) }
         XCTAssertEqual(p.value, 7)
     }
 
     func testResolveSwiftResultFailureRejects() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Swift.Result<Int, TestError>.failure(TestError(code: 7)))
+        let p = promise(Int.self) { r in r.resolve(Swift.Result<Int, TestError>.failure(TestError(code: 7))) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 7))
     }
 
     func testVoidResolveWithNilErrorFulfils() {
-        let (p, r) = Promise<Void>.pending()
-        r.resolve(nil)
+        let p = promise(Void.self) { r in r.resolve(nil) }
         XCTAssertTrue(p.isFulfilled)
     }
 
     func testVoidResolveWithAnErrorRejects() {
-        let (p, r) = Promise<Void>.pending()
-        r.resolve(TestError(code: 8))
+        let p = promise(Void.self) { r in r.resolve(TestError(code: 8)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 8))
     }
 
     func testVoidFulfillUnderscore() {
-        let (p, r) = Promise<Void>.pending()
-        r.fulfill_()
+        let p = promise(Void.self) { r in r.fulfill_() }
         XCTAssertTrue(p.isFulfilled)
     }
 

@@ -51,6 +51,13 @@ let mainQueueKey: DispatchSpecificKey<Int> = {
 
 var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == 42 }
 
+/// A new promise of `T`, given to `body` through its resolver first.
+func promise<T>(_: T.Type, settledBy body: (Resolver<T>) -> Void) -> Promise<T> {
+    let (promise, resolver) = Promise<T>.pending()
+    body(resolver)
+    return promise
+}
+
 /// Whether the handler that `attach` adds (calling `body`) ran on the main queue; waits for the
 /// promise `attach` returns to settle.
 func handlerRanOnMain<U: Thenable>(_ attach: (@escaping @Sendable () -> Void) -> U) -> Bool {

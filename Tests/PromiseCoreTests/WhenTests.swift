@@ -25,8 +25,7 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenFulfilledEmptyArrayFulfilsWithAnEmptyArray() {
-        let all: Promise<[Int]> = when(fulfilled: [Promise<Int>]())
-        XCTAssertEqual(all.value, [])
+        XCTAssertEqual(when(fulfilled: [Promise<Int>]()).value, [])
     }
 
     func testWhenFulfilledRejectsWithTheFirstError() {
@@ -291,8 +290,7 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenGuaranteesEmptyArrayGivesAnEmptyArray() {
-        let all: Guarantee<[Int]> = when(guarantees: [Guarantee<Int>]())
-        XCTAssertEqual(all.value, [])
+        XCTAssertEqual(when(guarantees: [Guarantee<Int>]()).value, [])
     }
 
     func testWhenGuaranteesTwoTuple() {
