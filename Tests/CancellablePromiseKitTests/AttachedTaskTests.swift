@@ -12,16 +12,26 @@ import XCTest
 private struct Stop: Error, Equatable {}
 
 final class AttachedTaskTests: XCTestCase {
+    /// Makes a thenable with a task attached (`make(task)`), cancellizes it and cancels that;
+    /// checks that the task was cancelled once and the cancellable promise rejected with
+    /// `.cancelled`, and returns the thenable.
+    private func cancellizedAndCancelled<U: Thenable>(
+        _ make: (TokenCancellableSpy) -> U, line: UInt = #line
+    ) -> U {
+        let task = TokenCancellableSpy()
+        let thenable = make(task)
+        let cancellable = thenable.cancellize()
+        cancellable.cancel()
+        XCTAssertEqual(task.cancelCount, 1, line: line)
+        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled, line: line)
+        return thenable
+    }
+
     // MARK: Promise(cancellable:resolver:) and setCancellable
 
     func testPromiseMadeWithACancellableStopsItsTaskWhenCancellized() {
-        let task = TokenCancellableSpy()
-        let promise = Promise<Int>(cancellable: task) { _ in }
-        let cancellable = promise.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
+        let promise = cancellizedAndCancelled { task in Promise<Int>(cancellable: task) { _ in } }
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled, "the promise itself is rejected")
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
     }
 
     func testAPlainChainOnAPromiseWithATaskIsNotCancellable() {
@@ -121,12 +131,7 @@ final class AttachedTaskTests: XCTestCase {
     // MARK: Guarantee(cancellable:resolver:) and setCancellable
 
     func testGuaranteeMadeWithACancellableStopsItsTaskAndStaysPending() {
-        let task = TokenCancellableSpy()
-        let guarantee = Guarantee<Int>(cancellable: task) { _ in }
-        let cancellable = guarantee.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        let guarantee = cancellizedAndCancelled { task in Guarantee<Int>(cancellable: task) { _ in } }
         XCTAssertTrue(guarantee.isPending, "a guarantee cannot reject")
     }
 
