@@ -292,8 +292,7 @@ final class AttachedTaskTests: XCTestCase {
     }
 
     func testAppendCancelContextFromACancelledChainCancelsThisOne() {
-        let (first, _) = CancellablePromise<Int>.pending()
-        let (second, _) = CancellablePromise<Int>.pending()
+        let (first, second) = twoPendingCancellablePromises()
         second.cancel(with: Stop())
         first.appendCancelContext(from: second)
         XCTAssertEqual(first.error as? Stop, Stop())

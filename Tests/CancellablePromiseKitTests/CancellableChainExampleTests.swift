@@ -191,6 +191,16 @@ final class CancellableChainExampleTests: XCTestCase {
         forEachSpelling { spelling in body(spelling, FakeBackend(), FooReceiver()) }
     }
 
+    /// Cancels `promise` and checks that `task` was cancelled and that `screen` saw the chain's
+    /// cancellation once.
+    func assertCancelling<T>(
+        _ promise: CancellableFinalizer, cancels task: FakeTask<T>, seenBy screen: AvatarScreen, line: UInt = #line
+    ) {
+        promise.cancel()
+        XCTAssertTrue(task.isCancelled, line: line)
+        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 }, line: line)
+    }
+
     /// The login succeeds as `user`, and the chain goes on to fetch that user's avatar.
     func logIn(_ backend: FakeBackend, as user: String) {
         backend.task("login", Creds.self).succeed(Creds(user: user))
@@ -452,9 +462,7 @@ final class CancellableChainExampleTests: XCTestCase {
             return cancellable(f)
         }.shown(on: screen)
         logIn(backend, as: "ann")
-        promise.cancel()
-        XCTAssertTrue(backend.task("avatar ann", Image.self).isCancelled)
-        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
+        assertCancelling(promise, cancels: backend.task("avatar ann", Image.self), seenBy: screen)
     }
 
     /// The guide's failing form (no declared return type): Swift 6 infers multi-statement
@@ -467,9 +475,7 @@ final class CancellableChainExampleTests: XCTestCase {
             let f = screen.fetch(avatar: creds.user)
             return cancellable(f)
         }.shown(on: screen)
-        promise.cancel()
-        XCTAssertTrue(backend.task("login", Creds.self).isCancelled)
-        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
+        assertCancelling(promise, cancels: backend.task("login", Creds.self), seenBy: screen)
     }
 
     func testTroubleshootingCancellableOnBothLoginAndFetchMakesTheChainCancellable() {

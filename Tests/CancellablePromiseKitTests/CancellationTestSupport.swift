@@ -101,6 +101,19 @@ func pendingPromiseCountingCancels() -> (promise: CancellablePromise<Int>, resol
     return (promise, kept!, cancels)
 }
 
+/// Two pending cancellable promises whose resolvers are dropped: nothing but a cancel settles
+/// them.
+func twoPendingCancellablePromises() -> (CancellablePromise<Int>, CancellablePromise<Int>) {
+    (CancellablePromise<Int>.pending().promise, CancellablePromise<Int>.pending().promise)
+}
+
+/// `cancellable`, cancelled; checks that it rejected with `.cancelled`.
+func cancelled<T>(_ cancellable: CancellablePromise<T>, line: UInt = #line) -> CancellablePromise<T> {
+    cancellable.cancel()
+    XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled, line: line)
+    return cancellable
+}
+
 extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.
