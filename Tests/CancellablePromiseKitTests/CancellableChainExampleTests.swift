@@ -118,11 +118,7 @@ extension CancellablePromise where T == Image {
     /// How every avatar chain of the guide ends: `done` shows the image, `catch` records any
     /// error, cancellation included.
     func shown(on screen: AvatarScreen) -> CancellableFinalizer {
-        done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
+        done { screen.imageView = $0 }.catch(policy: .allErrors) { screen.record($0) }
     }
 }
 
@@ -130,11 +126,7 @@ extension Promise where T == Image {
     /// `shown(on:)` for the standard (not cancellable) part of a chain.
     @discardableResult
     func shown(on screen: AvatarScreen) -> PMKFinalizer {
-        done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
+        done { screen.imageView = $0 }.catch(policy: .allErrors) { screen.record($0) }
     }
 }
 
