@@ -471,7 +471,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testTroubleshootingCancellableOnBothLoginAndFetchMakesTheChainCancellable() {
-        let (backend, screen) = freshAvatarScreen()
+        let screen = AvatarScreen(backend: FakeBackend())
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds in
