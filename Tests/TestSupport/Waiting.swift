@@ -13,10 +13,12 @@ import PromiseCore
 //   for tasks, `awaitCallback` for a callback, and `untilCancelled()` for an async body that
 //   waits for nothing but its cancellation.
 //
-// Each takes a deadline (`seconds`) after which it gives up and says so, so that a broken test
-// fails instead of hanging; a passing test never waits for a deadline. On the main thread the
-// blocking ones run the main run loop while they wait, so handlers queued on the main queue (the
-// default `on:`) run meanwhile. Code that only waits on the package's own timers needs none of
+// Each that waits for something else takes a deadline (`seconds`) after which it gives up and
+// says so, so that a broken test fails instead of hanging; a passing test never waits for a
+// deadline. On the main thread the blocking ones run the main run loop while they wait, so
+// handlers queued on the main queue (the default `on:`) run meanwhile; only
+// `Handshake.waitBlockingThisThread` does not, for a test that must keep the main queue's work
+// from running. Code that only waits on the package's own timers needs none of
 // them: it drives a `TestScheduler`. XCTest expectations are for XCTest APIs that need one;
 // semaphores and groups belong inside this family, and in stress tests that release threads
 // together.
