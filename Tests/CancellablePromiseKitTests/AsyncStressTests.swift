@@ -17,23 +17,12 @@ private func stressOutcome<T>(_ result: Swift.Result<T, Error>) -> StressOutcome
 /// Cancels many tasks at random points. A leaked continuation would hang a task (the test then
 /// fails on its deadline); one resumed twice would crash. Run under ThreadSanitizer too.
 final class AsyncStressTests: XCTestCase {
-    /// Awaits `tasks`, failing if they do not all finish within `timeout` seconds.
-    private func awaitAll(_ tasks: [Task<StressOutcome, Never>], timeout: TimeInterval = 120) async -> [StressOutcome] {
-        let finished = Counter()
-        let watchdog = Task {
-            let deadline = Date(timeIntervalSinceNow: timeout)
-            while finished.value < tasks.count && Date() < deadline {
-                try? await Task.sleep(nanoseconds: 10_000_000)
-            }
-            return finished.value
+    /// Awaits `tasks`, failing if they do not all finish within `seconds`.
+    private func awaitAll(_ tasks: [Task<StressOutcome, Never>], seconds: TimeInterval = 120) async -> [StressOutcome] {
+        guard let outcomes = await values(of: tasks, seconds: seconds) else {
+            XCTFail("not every task finished within \(seconds) s: a continuation leaked")
+            return []
         }
-        var outcomes: [StressOutcome] = []
-        for task in tasks {
-            outcomes.append(await task.value)
-            finished.increment()
-        }
-        let seen = await watchdog.value
-        XCTAssertEqual(seen, tasks.count)
         let values = outcomes.filter { $0 == .value }.count
         let cancelled = outcomes.filter { $0 == .cancelled }.count
         print("\(name): \(values) fulfilled, \(cancelled) cancelled of \(tasks.count)")
@@ -53,12 +42,12 @@ final class AsyncStressTests: XCTestCase {
             }
             promises.append(promise)
             let mode = Int.random(in: 0..<6)
-            let delay = UInt64.random(in: 0..<200_000)
+            let step = promise.map(on: nil) { $0 }
             let task = Task { () -> StressOutcome in
                 if mode == 0 { withUnsafeCurrentTask { $0?.cancel() } }  // before async()
                 let result: Swift.Result<Int, Error>
                 do {
-                    result = .success(try await promise.map(on: nil) { $0 }.async())
+                    result = .success(try await step.async())
                 } catch {
                     result = .failure(error)
                 }
@@ -66,8 +55,9 @@ final class AsyncStressTests: XCTestCase {
             }
             tasks.append(task)
             let resolver = resolverBox.all[0]
-            DispatchQueue.global().async {
-                if delay > 100_000 { usleep(UInt32(delay / 1_000)) }
+            // Half the racers start at once, racing the task to its await; the others once the
+            // task awaits (or the step has settled).
+            let race = { @Sendable in
                 switch mode {
                 case 1: task.cancel()  // racing the await
                 case 2: resolver.fulfill(index)  // racing the await
@@ -80,6 +70,7 @@ final class AsyncStressTests: XCTestCase {
                     resolver.fulfill(index)
                 }
             }
+            if Bool.random() { DispatchQueue.global().async(execute: race) } else { runWhenAwaited(step.promise, race) }
         }
         let outcomes = await awaitAll(tasks)
         XCTAssertEqual(outcomes.count, count)
@@ -99,8 +90,10 @@ final class AsyncStressTests: XCTestCase {
         let count = 1_000
         var tasks: [Task<StressOutcome, Never>] = []
         for index in 0..<count {
+            let suspensions = Int.random(in: 0..<4)
             let promise = CancellablePromise<Int> {
-                try await Task.sleep(nanoseconds: UInt64.random(in: 0..<2_000_000))
+                for _ in 0..<suspensions { await Task.yield() }
+                try Task.checkCancellation()
                 return index
             }
             let mode = Int.random(in: 0..<4)
@@ -113,15 +106,11 @@ final class AsyncStressTests: XCTestCase {
                 }
             }
             tasks.append(task)
-            DispatchQueue.global().async {
-                switch mode {
-                case 0: promise.cancel()
-                case 1: task.cancel()
-                case 2:
-                    usleep(UInt32.random(in: 0..<1_000))
-                    promise.cancel()
-                default: break
-                }
+            switch mode {
+            case 0: DispatchQueue.global().async { promise.cancel() }
+            case 1: DispatchQueue.global().async { task.cancel() }
+            case 2: runWhenAwaited(promise.promise) { promise.cancel() }  // once awaited, or settled
+            default: break
             }
         }
         let outcomes = await awaitAll(tasks)
@@ -139,8 +128,7 @@ final class AsyncStressTests: XCTestCase {
                         try await Promise<Int>(cancellationToken: token) { resolver in
                             let work = DispatchWorkItem { resolver.fulfill(index) }
                             item.append(work)
-                            DispatchQueue.global().asyncAfter(
-                                deadline: .now() + .microseconds(Int.random(in: 0..<500)), execute: work)
+                            DispatchQueue.global().async(execute: work)
                             return {
                                 work.cancel()
                                 resolver.reject(CancellablePromiseError.cancelled)
@@ -155,9 +143,7 @@ final class AsyncStressTests: XCTestCase {
             }
             tasks.append(task)
             if Bool.random() {
-                DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0..<3_000))) {
-                    task.cancel()
-                }
+                DispatchQueue.global().async { task.cancel() }  // racing the fulfilment
             }
         }
         let outcomes = await awaitAll(tasks)

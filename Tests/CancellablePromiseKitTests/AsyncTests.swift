@@ -8,7 +8,7 @@ final class AsyncTests: XCTestCase {
 
     func testAsyncReturnsTheValue() async throws {
         let (promise, resolver) = CancellablePromise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.01) { resolver.fulfill(5) }
+        runWhenAwaited(promise.promise) { resolver.fulfill(5) }
         let value = try await promise.async()
         XCTAssertEqual(value, 5)
     }
@@ -25,7 +25,7 @@ final class AsyncTests: XCTestCase {
 
     func testAsyncThrowsCancelledWhenThePromiseIsCancelled() async {
         let (promise, resolver) = CancellablePromise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.01) { promise.cancel() }
+        runWhenAwaited(promise.promise) { promise.cancel() }
         do {
             _ = try await promise.async()
             XCTFail("expected cancellation")
@@ -37,19 +37,14 @@ final class AsyncTests: XCTestCase {
 
     func testCancellingTheAwaitingTaskCancelsThePromiseAndItsTask() async {
         let cancels = Counter()
-        let started = DispatchSemaphore(value: 0)
         var kept: Resolver<Int>?
         let promise = CancellablePromise<Int> { resolver in
             kept = resolver
             return { cancels.increment() }
         }
         let tail = promise.map(on: nil) { $0 + 1 }
-        let task = Task {
-            started.signal()
-            return try await tail.async()
-        }
-        started.wait()
-        try? await Task.sleep(nanoseconds: 20_000_000)  // most likely awaiting by now
+        let task = Task { try await tail.async() }
+        await untilAwaited(tail.promise)
         task.cancel()
         let result = await task.result
         XCTAssertEqual((result.asyncTestFailure) as? CancellablePromiseError, .cancelled)
@@ -86,7 +81,7 @@ final class AsyncTests: XCTestCase {
 
     func testAsyncBodyFulfils() async throws {
         let promise = CancellablePromise(priority: .userInitiated) { () async throws -> Int in
-            try await Task.sleep(nanoseconds: 1_000_000)
+            await Task.yield()  // settles after a suspension, not synchronously
             return 9
         }
         let value = try await promise.async()
@@ -100,43 +95,39 @@ final class AsyncTests: XCTestCase {
     }
 
     func testCancelRejectsAtOnceAndCancelsTheTask() async {
-        let sawCancellation = Counter()
-        let bodyStarted = DispatchSemaphore(value: 0)
+        let bodyStarted = Handshake()
+        let sawCancellation = Handshake()
         let promise = CancellablePromise<Int> {
             bodyStarted.signal()
             do {
-                try await Task.sleep(nanoseconds: 30_000_000_000)
+                try await untilCancelled()
             } catch {
-                if error is CancellationError { sawCancellation.increment() }
+                if error is CancellationError { sawCancellation.signal() }
                 throw error
             }
-            return 1
         }
-        bodyStarted.wait()
+        _ = await bodyStarted.arrival()
         promise.cancel()
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)  // before any await
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while sawCancellation.value == 0 && Date() < deadline {
-            try? await Task.sleep(nanoseconds: 1_000_000)
-        }
-        XCTAssertEqual(sawCancellation.value, 1)  // the Task was cancelled, and quickly
+        let taskWasCancelled = await sawCancellation.arrival()
+        XCTAssertTrue(taskWasCancelled)
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 
     func testCancellingAChainMemberCancelsTheBodyTask() async {
-        let sawCancellation = Counter()
+        let sawCancellation = Handshake()
         let promise = CancellablePromise<Int> {
-            while !Task.isCancelled { await Task.yield() }
-            sawCancellation.increment()
-            return 0
+            do {
+                try await untilCancelled()
+            } catch {
+                sawCancellation.signal()
+                throw error
+            }
         }
         let tail = promise.map(on: nil) { $0 * 2 }.done(on: nil) { _ in XCTFail("ran after cancel") }
         tail.cancel()
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while sawCancellation.value == 0 && Date() < deadline {
-            try? await Task.sleep(nanoseconds: 1_000_000)
-        }
-        XCTAssertEqual(sawCancellation.value, 1)
+        let taskWasCancelled = await sawCancellation.arrival()
+        XCTAssertTrue(taskWasCancelled)
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 
@@ -144,7 +135,7 @@ final class AsyncTests: XCTestCase {
 
     func testWithCancellationTokenIsCancelledWithTheTask() async {
         let handlerRan = Counter()
-        let entered = DispatchSemaphore(value: 0)
+        let entered = Handshake()
         let task = Task { () -> Bool in
             await withCancellationToken { token -> Bool in
                 token.onCancel { handlerRan.increment() }
@@ -153,7 +144,7 @@ final class AsyncTests: XCTestCase {
                 return token.isCancelled
             }
         }
-        entered.wait()
+        _ = await entered.arrival()
         task.cancel()
         let sawCancelled = await task.value
         XCTAssertTrue(sawCancelled)
@@ -187,7 +178,7 @@ final class AsyncTests: XCTestCase {
 
     func testWithCancellationTokenPassesTheTokenToATokenTakingFunction() async {
         let taskCancels = Counter()
-        let started = DispatchSemaphore(value: 0)
+        let started = Handshake()
         let kept = Recorder<Resolver<Int>>()  // the task keeps its resolver
         let task = Task { () -> Int in
             try await withCancellationToken { token in
@@ -198,7 +189,7 @@ final class AsyncTests: XCTestCase {
                 }.cancellize().async()
             }
         }
-        started.wait()
+        _ = await started.arrival()
         task.cancel()
         let result = await task.result
         XCTAssertEqual(result.asyncTestFailure as? CancellablePromiseError, .cancelled)
@@ -211,7 +202,7 @@ final class AsyncTests: XCTestCase {
     func testTaskIsCancelledWhenTheTokenIs() async {
         let request = CancellationRequest()
         let task = Task { () -> Bool in
-            while !Task.isCancelled { await Task.yield() }
+            _ = try? await untilCancelled()
             return Task.isCancelled
         }
         task.cancel(on: request.token)
@@ -224,7 +215,7 @@ final class AsyncTests: XCTestCase {
     func testTaskCancelOnAlreadyCancelledTokenCancelsAtOnce() {
         let request = CancellationRequest()
         request.cancel()
-        let task = Task { try await Task.sleep(nanoseconds: 30_000_000_000) }
+        let task = Task { try await untilCancelled() }
         task.cancel(on: request.token)
         XCTAssertTrue(task.isCancelled)
     }

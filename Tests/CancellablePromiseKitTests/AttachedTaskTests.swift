@@ -12,16 +12,26 @@ import XCTest
 private struct Stop: Error, Equatable {}
 
 final class AttachedTaskTests: XCTestCase {
+    /// Makes a thenable with a task attached (`make(task)`), cancellizes it and cancels that;
+    /// checks that the task was cancelled once and the cancellable promise rejected with
+    /// `.cancelled`, and returns the thenable.
+    private func cancellizedAndCancelled<U: Thenable>(
+        _ make: (TokenCancellableSpy) -> U, line: UInt = #line
+    ) -> U {
+        let task = TokenCancellableSpy()
+        let thenable = make(task)
+        let cancellable = thenable.cancellize()
+        cancellable.cancel()
+        XCTAssertEqual(task.cancelCount, 1, line: line)
+        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled, line: line)
+        return thenable
+    }
+
     // MARK: Promise(cancellable:resolver:) and setCancellable
 
     func testPromiseMadeWithACancellableStopsItsTaskWhenCancellized() {
-        let task = TokenCancellableSpy()
-        let promise = Promise<Int>(cancellable: task) { _ in }
-        let cancellable = promise.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
+        let promise = cancellizedAndCancelled { task in Promise<Int>(cancellable: task) { _ in } }
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled, "the promise itself is rejected")
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
     }
 
     func testAPlainChainOnAPromiseWithATaskIsNotCancellable() {
@@ -84,10 +94,7 @@ final class AttachedTaskTests: XCTestCase {
     func testTheTaskIsReleasedOnceThePromiseSettles() {
         let released = Flag()
         let (promise, resolver) = Promise<Int>.pending()
-        do {
-            let task = TokenCancellableSpy(onDeinit: { released.raise() })
-            promise.setCancellable(task)
-        }
+        promise.setCancellable(taskRaisingOnDeinit(released))
         XCTAssertFalse(released.value, "held while pending")
         resolver.fulfill(1)
         XCTAssertTrue(released.value)
@@ -124,12 +131,7 @@ final class AttachedTaskTests: XCTestCase {
     // MARK: Guarantee(cancellable:resolver:) and setCancellable
 
     func testGuaranteeMadeWithACancellableStopsItsTaskAndStaysPending() {
-        let task = TokenCancellableSpy()
-        let guarantee = Guarantee<Int>(cancellable: task) { _ in }
-        let cancellable = guarantee.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        let guarantee = cancellizedAndCancelled { task in Guarantee<Int>(cancellable: task) { _ in } }
         XCTAssertTrue(guarantee.isPending, "a guarantee cannot reject")
     }
 
@@ -240,10 +242,7 @@ final class AttachedTaskTests: XCTestCase {
     func testAnAppendedTaskIsReleasedOnceThePromiseSettles() {
         let released = Flag()
         let (promise, resolver) = CancellablePromise<Int>.pending()
-        do {
-            let task = TokenCancellableSpy(onDeinit: { released.raise() })
-            promise.appendCancellable(task, reject: nil)
-        }
+        promise.appendCancellable(taskRaisingOnDeinit(released), reject: nil)
         XCTAssertFalse(released.value, "held while the promise is pending")
         resolver.fulfill(1)
         XCTAssertTrue(released.value)
@@ -293,8 +292,7 @@ final class AttachedTaskTests: XCTestCase {
     }
 
     func testAppendCancelContextFromACancelledChainCancelsThisOne() {
-        let (first, _) = CancellablePromise<Int>.pending()
-        let (second, _) = CancellablePromise<Int>.pending()
+        let (first, second) = twoPendingCancellablePromises()
         second.cancel(with: Stop())
         first.appendCancelContext(from: second)
         XCTAssertEqual(first.error as? Stop, Stop())
@@ -334,4 +332,9 @@ final class AttachedTaskTests: XCTestCase {
             XCTAssertEqual(promise.value, 1)
         }
     }
+}
+
+/// A task that raises `released` when it is deallocated.
+private func taskRaisingOnDeinit(_ released: Flag) -> TokenCancellableSpy {
+    TokenCancellableSpy(onDeinit: { released.raise() })
 }

@@ -114,6 +114,34 @@ final class FooReceiver {
     var errors: [Error] = []
 }
 
+extension CancellablePromise where T == Image {
+    /// How every avatar chain of the guide ends: `done` shows the image, `catch` records any
+    /// error, cancellation included.
+    func shown(on screen: AvatarScreen) -> CancellableFinalizer {
+        done { screen.imageView = $0 }.catch(policy: .allErrors) { screen.record($0) }
+    }
+}
+
+extension Promise where T == Image {
+    /// `shown(on:)` for the standard (not cancellable) part of a chain.
+    @discardableResult
+    func shown(on screen: AvatarScreen) -> PMKFinalizer {
+        done { screen.imageView = $0 }.catch(policy: .allErrors) { screen.record($0) }
+    }
+}
+
+extension CancellablePromise where T == Foo {
+    /// How the networking examples end: `done` receives the value, `catch` the error (the
+    /// default policy skips cancellation); returns the chain's context.
+    func received(by receiver: FooReceiver) -> CancelContext {
+        done { foo in
+            receiver.foos.append(foo)
+        }.catch { error in
+            receiver.errors.append(error)
+        }.cancelContext
+    }
+}
+
 final class CancellableChainExampleTests: XCTestCase {
     let url = URL(string: "https://example.com/avatar.png")!
 
@@ -128,12 +156,53 @@ final class CancellableChainExampleTests: XCTestCase {
         }
     }
 
+    /// A fresh backend and an avatar screen on it.
+    func freshAvatarScreen() -> (FakeBackend, AvatarScreen) {
+        let backend = FakeBackend()
+        return (backend, AvatarScreen(backend: backend))
+    }
+
+    /// `forEachSpelling` with a fresh backend and avatar screen for each.
+    func forEachSpellingOnAFreshAvatarScreen(_ body: (ChainSpelling, FakeBackend, AvatarScreen) -> Void) {
+        forEachSpelling { spelling in
+            let (backend, screen) = freshAvatarScreen()
+            body(spelling, backend, screen)
+        }
+    }
+
+    /// `forEachSpelling` with a fresh backend and intro screen for each.
+    func forEachSpellingOnAFreshIntroScreen(_ body: (ChainSpelling, FakeBackend, IntroScreen) -> Void) {
+        forEachSpelling { spelling in
+            let backend = FakeBackend()
+            body(spelling, backend, IntroScreen(backend: backend))
+        }
+    }
+
+    /// `forEachSpelling` with a fresh backend and receiver for each.
+    func forEachSpellingWithAFreshFooReceiver(_ body: (ChainSpelling, FakeBackend, FooReceiver) -> Void) {
+        forEachSpelling { spelling in body(spelling, FakeBackend(), FooReceiver()) }
+    }
+
+    /// Cancels `promise` and checks that `task` was cancelled and that `screen` saw the chain's
+    /// cancellation once.
+    func assertCancelling<T>(
+        _ promise: CancellableFinalizer, cancels task: FakeTask<T>, seenBy screen: AvatarScreen, line: UInt = #line
+    ) {
+        promise.cancel()
+        XCTAssertTrue(task.isCancelled, line: line)
+        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 }, line: line)
+    }
+
+    /// The login succeeds as `user`, and the chain goes on to fetch that user's avatar.
+    func logIn(_ backend: FakeBackend, as user: String) {
+        backend.task("login", Creds.self).succeed(Creds(user: user))
+        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar \(user)") })
+    }
+
     // MARK: Cancelling Promises (the first example)
 
     func testIntroExampleShowsImageAndLocationWhenNotCancelled() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = IntroScreen(backend: backend)
+        forEachSpellingOnAFreshIntroScreen { spelling, backend, screen in
             _ = screen.start(url: url, autoCancel: false, spelling)
             XCTAssertTrue(screen.application.isNetworkActivityIndicatorVisible)
             backend.task("data \(url.absoluteString)", (data: Data, response: String).self)
@@ -147,9 +216,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testIntroExampleCancelRejectsWithCancelledRunsEnsureAndNotDone() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = IntroScreen(backend: backend)
+        forEachSpellingOnAFreshIntroScreen { spelling, backend, screen in
             let promise = screen.start(url: url, autoCancel: false, spelling)
             promise.cancel()
             XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
@@ -167,9 +234,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testIntroExampleCancelWithAutoCancelCancelsTheRunningTasksAndRunsEnsure() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = IntroScreen(backend: backend)
+        forEachSpellingOnAFreshIntroScreen { spelling, backend, screen in
             let finalizer = screen.start(url: url, autoCancel: true, spelling)
 
             // Cancel currently active tasks and reject all cancellable promises
@@ -189,9 +254,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testIntroExampleCancelFromAnotherThread() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = IntroScreen(backend: backend)
+        forEachSpellingOnAFreshIntroScreen { spelling, backend, screen in
             let promise = UncheckedBox(screen.start(url: url, autoCancel: true, spelling))
             runWithoutDeadlock { promise.value.cancel() }
             XCTAssertTrue(eventually(seconds: 10) { !screen.alerts.isEmpty })
@@ -201,9 +264,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testIntroExampleCompactMapRejectsUndecodableImage() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = IntroScreen(backend: backend)
+        forEachSpellingOnAFreshIntroScreen { spelling, backend, screen in
             // The screen keeps the finalizer (to cancel on leaving), as the example does.
             let finalizer = screen.start(url: url, autoCancel: true, spelling)
             backend.task("data \(url.absoluteString)", (data: Data, response: String).self)
@@ -229,11 +290,7 @@ final class CancellableChainExampleTests: XCTestCase {
                 cancellable(screen.login())
             }.then { creds in
                 cancellable(screen.fetch(avatar: creds.user))
-            }.done { image in
-                screen.imageView = image
-            }.catch(policy: .allErrors) { error in
-                screen.record(error)
-            }.cancelContext
+            }.shown(on: screen).cancelContext
             return context
         case .cancellizeMethod:
             let context = firstly {
@@ -242,22 +299,15 @@ final class CancellableChainExampleTests: XCTestCase {
                    returning a 'CancellablePromise'. */
             }.cancellize().then { creds in
                 screen.fetch(avatar: creds.user)
-            }.done { image in
-                screen.imageView = image
-            }.catch(policy: .allErrors) { error in
-                screen.record(error)
-            }.cancelContext
+            }.shown(on: screen).cancelContext
             return context
         }
     }
 
     func testCancelChainsExampleCompletesWithoutCancel() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             let context = cancelChainsExample(screen, spelling)
-            backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
+            logIn(backend, as: "ann")
             backend.task("avatar ann", Image.self).succeed(Image(data: Data("ann.png".utf8))!)
             XCTAssertTrue(eventually(seconds: 10) { screen.imageView != nil })
             XCTAssertEqual(screen.imageView?.name, "ann.png")
@@ -267,9 +317,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testCancelChainsExampleContextCancelDuringLoginCancelsLoginAndSkipsFetch() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             let context = cancelChainsExample(screen, spelling)
             context.cancel()
             XCTAssertTrue(context.isCancelled)
@@ -283,12 +331,9 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testCancelChainsExampleContextCancelDuringFetchCancelsFetch() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             let context = cancelChainsExample(screen, spelling)
-            backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
+            logIn(backend, as: "ann")
             context.cancel()
             // In the `cancellize()` spelling `fetch` returns a plain promise carrying its task: the
             // chain cancels that task all the same.
@@ -314,18 +359,12 @@ final class CancellableChainExampleTests: XCTestCase {
         }
         cancellablePromise.promise.then { creds in
             screen.fetch(avatar: creds.user)
-        }.done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
+        }.shown(on: screen)
         return cancellablePromise
     }
 
     func testCancellableToStandardChainCancelDuringLoginCancelsTheChain() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             let cancellablePromise = cancellableToStandardExample(screen, spelling)
             cancellablePromise.cancel()
             XCTAssertTrue(backend.task("login", Creds.self).isCancelled)
@@ -335,12 +374,9 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testCancellableToStandardChainCancelDuringFetchHasNoEffect() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             let cancellablePromise = cancellableToStandardExample(screen, spelling)
-            backend.task("login", Creds.self).succeed(Creds(user: "bob"))
-            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar bob") })
+            logIn(backend, as: "bob")
             /* This will cancel the 'login' but will not cancel the 'fetch'.  So whether or not the
                chain is cancelled depends on how far the chain has progressed. */
             cancellablePromise.cancel()
@@ -363,36 +399,24 @@ final class CancellableChainExampleTests: XCTestCase {
            cancelled immediately. */
         switch spelling {
         case .cancellableFunction:
-            let promise = cancellable(
+            return cancellable(
                 firstly {
                     screen.login()
                 }
             ).then { creds in
                 cancellable(screen.fetch(avatar: creds.user))
-            }.done { image in
-                screen.imageView = image
-            }.catch(policy: .allErrors) { error in
-                screen.record(error)
-            }
-            return promise
+            }.shown(on: screen)
         case .cancellizeMethod:
-            let promise = firstly {
+            return firstly {
                 screen.login()
             }.then { creds in
                 screen.fetch(avatar: creds.user).cancellize()
-            }.done { image in
-                screen.imageView = image
-            }.catch(policy: .allErrors) { error in
-                screen.record(error)
-            }
-            return promise
+            }.shown(on: screen)
         }
     }
 
     func testStandardToCancellableChainCancelDuringLoginSkipsFetchButNotLogin() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             screen.loginIsCancellable = false
             let promise = standardToCancellableExample(screen, spelling)
             promise.cancel()
@@ -408,13 +432,10 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testStandardToCancellableChainCancelDuringFetchCancelsFetchAndChain() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let screen = AvatarScreen(backend: backend)
+        forEachSpellingOnAFreshAvatarScreen { spelling, backend, screen in
             screen.loginIsCancellable = false
             let promise = standardToCancellableExample(screen, spelling)
-            backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-            XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
+            logIn(backend, as: "ann")
             promise.cancel()
             XCTAssertTrue(backend.task("avatar ann", Image.self).isCancelled)
             XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
@@ -425,57 +446,37 @@ final class CancellableChainExampleTests: XCTestCase {
     // MARK: Troubleshooting (the corrected forms compile and cancel)
 
     func testTroubleshootingMultiLineClosureWithDeclaredReturnType() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let (backend, screen) = freshAvatarScreen()
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds -> CancellablePromise<Image> in
             let f = screen.fetch(avatar: creds.user)
             return cancellable(f)
-        }.done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
-        backend.task("login", Creds.self).succeed(Creds(user: "ann"))
-        XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("avatar ann") })
-        promise.cancel()
-        XCTAssertTrue(backend.task("avatar ann", Image.self).isCancelled)
-        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
+        }.shown(on: screen)
+        logIn(backend, as: "ann")
+        assertCancelling(promise, cancels: backend.task("avatar ann", Image.self), seenBy: screen)
     }
 
     /// The guide's failing form (no declared return type): Swift 6 infers multi-statement
     /// closures, so it compiles as written.
     func testTroubleshootingMultiLineClosureWithoutDeclaredReturnTypeCompiles() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let (backend, screen) = freshAvatarScreen()
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds in
             let f = screen.fetch(avatar: creds.user)
             return cancellable(f)
-        }.done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
-        promise.cancel()
-        XCTAssertTrue(backend.task("login", Creds.self).isCancelled)
-        XCTAssertTrue(eventually(seconds: 10) { screen.cancelledSeen == 1 })
+        }.shown(on: screen)
+        assertCancelling(promise, cancels: backend.task("login", Creds.self), seenBy: screen)
     }
 
     func testTroubleshootingCancellableOnBothLoginAndFetchMakesTheChainCancellable() {
-        let backend = FakeBackend()
-        let screen = AvatarScreen(backend: backend)
+        let screen = AvatarScreen(backend: FakeBackend())
         let promise = firstly {
             cancellable(screen.login())
         }.then { creds in
             cancellable(screen.fetch(avatar: creds.user))
-        }.done { image in
-            screen.imageView = image
-        }.catch(policy: .allErrors) { error in
-            screen.record(error)
-        }
+        }.shown(on: screen)
         XCTAssertFalse(promise.isCancelled)
         promise.cancel()
         XCTAssertTrue(promise.isCancelled)
@@ -495,28 +496,18 @@ final class CancellableChainExampleTests: XCTestCase {
                     httpClient
                         .request("http://example.com", method: .post, parameters: params)
                         .responseDecodable(Foo.self))
-            }.done { foo in
-                receiver.foos.append(foo)
-            }.catch { error in
-                receiver.errors.append(error)
-            }.cancelContext
+            }.received(by: receiver)
         case .cancellizeMethod:
             return firstly {
                 httpClient
                     .request("http://example.com", method: .post, parameters: params)
                     .responseDecodable(Foo.self)
-            }.cancellize().done { foo in
-                receiver.foos.append(foo)
-            }.catch { error in
-                receiver.errors.append(error)
-            }.cancelContext
+            }.cancellize().received(by: receiver)
         }
     }
 
     func testHTTPClientExampleContextCancelCancelsTheRequest() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let receiver = FooReceiver()
+        forEachSpellingWithAFreshFooReceiver { spelling, backend, receiver in
             let context = httpClientExample(FakeHTTPClient(backend: backend), receiver, spelling)
             context.cancel()
             XCTAssertTrue(backend.task("http://example.com", Foo.self).isCancelled)
@@ -545,28 +536,18 @@ final class CancellableChainExampleTests: XCTestCase {
                 cancellable(session.dataTask(.promise, with: try makeUrlRequest()))
             }.map {
                 try JSONDecoder().decode(Foo.self, from: $0.data)
-            }.done { foo in
-                receiver.foos.append(foo)
-            }.catch { error in
-                receiver.errors.append(error)
-            }.cancelContext
+            }.received(by: receiver)
         case .cancellizeMethod:
             return firstly {
                 session.dataTask(.promise, with: try makeUrlRequest())
             }.cancellize().map {
                 try JSONDecoder().decode(Foo.self, from: $0.data)
-            }.done { foo in
-                receiver.foos.append(foo)
-            }.catch { error in
-                receiver.errors.append(error)
-            }.cancelContext
+            }.received(by: receiver)
         }
     }
 
     func testURLSessionExampleDecodesAndCancelAfterwardsCancelsNothing() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let receiver = FooReceiver()
+        forEachSpellingWithAFreshFooReceiver { spelling, backend, receiver in
             let context = urlSessionExample(FakeURLSession(backend: backend), receiver, spelling)
             let task = backend.task("data \(Self.fooURL.absoluteString)", (data: Data, response: String).self)
             task.succeed((Data(#"{"id": 7}"#.utf8), "200"))
@@ -579,9 +560,7 @@ final class CancellableChainExampleTests: XCTestCase {
     }
 
     func testURLSessionExampleContextCancelCancelsTheDataTask() {
-        forEachSpelling { spelling in
-            let backend = FakeBackend()
-            let receiver = FooReceiver()
+        forEachSpellingWithAFreshFooReceiver { spelling, backend, receiver in
             let context = urlSessionExample(FakeURLSession(backend: backend), receiver, spelling)
             context.cancel()
             let task = backend.task("data \(Self.fooURL.absoluteString)", (data: Data, response: String).self)

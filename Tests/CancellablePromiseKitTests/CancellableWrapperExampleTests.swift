@@ -74,24 +74,24 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testCatchWithAllErrorsPolicyReceivesCancelled() {
         let task = StubTask()
         let runningTask = startTask(task)
-        let caught = expectation(description: "catch")
+        let caught = Handshake()
         runningTask.catch(policy: .allErrors) { error in
             // Will be called with error being CancellablePromiseError.cancelled
             XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
-            caught.fulfill()
+            caught.signal()
         }
         runningTask.cancel()
-        wait(for: [caught], timeout: 10)
+        XCTAssertTrue(caught.wait(seconds: 10))
     }
 
     func testCatchWithDefaultPolicyIsNotCalledForCancellation() {
         let task = StubTask()
         let runningTask = startTask(task)
         var called = false
-        let finished = expectation(description: "finally")
-        runningTask.catch { _ in called = true }.finally { finished.fulfill() }
+        let finished = Handshake()
+        runningTask.catch { _ in called = true }.finally { finished.signal() }
         runningTask.cancel()
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertFalse(called)
     }
 
@@ -146,8 +146,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
     }
 
     func testCancellingCombinatorResultCancelsInputsOnlyWithAutoCancel() {
-        let (a, _) = CancellablePromise<Int>.pending()
-        let (b, _) = CancellablePromise<Int>.pending()
+        let (a, b) = twoPendingCancellablePromises()
         let plain = race([a, b])
         plain.cancel()
         XCTAssertTrue(plain.isRejected)
@@ -227,9 +226,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
 
     func testAsCancellableCancelRejectsButUnderlyingPromiseStaysPending() {
         let (promise, resolver) = Promise<String>.pending()
-        let cancellable = promise.asCancellable()
-        cancellable.cancel()
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        let cancellable = cancelled(promise.asCancellable())
         XCTAssertTrue(promise.isPending)
         resolver.fulfill("later")
         XCTAssertEqual(promise.value, "later")
@@ -257,6 +254,12 @@ final class CancellableWrapperExampleTests: XCTestCase {
         XCTAssertEqual(cancellablePromise.asPromise().value, "x")
     }
 
+    /// Task 1 and task 2 of the `cancelPromise` examples succeed, with "a" and "b".
+    func finishTask1AndTask2(_ tasks: FakeBackend) {
+        tasks.task("task1", String.self).succeed("a")
+        tasks.task("task2", String.self).succeed("b")
+    }
+
     /// The first `cancelPromise` example: sub-tasks combined with `when` and the cancelPromise.
     func cancelPromiseExample(_ tasks: FakeBackend) -> CancellablePromise<String> {
         let cancellablePromise = CancellablePromise<String> { cancelPromise in
@@ -277,8 +280,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testCancelPromiseExampleAsWrittenWaitsForCancelPromiseAndEndsOnlyByCancel() {
         let tasks = FakeBackend()
         let cancellablePromise = cancelPromiseExample(tasks)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         drainMainQueue()
         XCTAssertFalse(tasks.wasStarted("a+b"))
         XCTAssertTrue(cancellablePromise.isPending)
@@ -291,8 +293,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
         let cancellablePromise = cancelPromiseExample(tasks)
         cancellablePromise.cancel()
         XCTAssertEqual(cancellablePromise.error as? CancellablePromiseError, .cancelled)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         drainMainQueue()
         XCTAssertEqual(tasks.startedNames, ["task1", "task2"])
     }
@@ -314,8 +315,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testWhenWhileExampleFulfils() {
         let tasks = FakeBackend()
         let cancellablePromise = whileExample(tasks)
-        tasks.task("task1", String.self).succeed("a")
-        tasks.task("task2", String.self).succeed("b")
+        finishTask1AndTask2(tasks)
         XCTAssertTrue(eventually(seconds: 10) { tasks.wasStarted("a+b") })
         tasks.task("a+b", String.self).succeed("c")
         XCTAssertTrue(eventually(seconds: 10) { !cancellablePromise.isPending })

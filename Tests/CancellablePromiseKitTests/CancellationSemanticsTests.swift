@@ -32,11 +32,11 @@ final class CancellationSemanticsTests: XCTestCase {
                 note("recover"); return .value(0)
             }
             .done(on: queue) { _ in note("done") }
-            let ensured = expectation(description: "ensure")
-            tail.ensure(on: queue) { ensured.fulfill() }.cauterize()
+            let ensured = Handshake()
+            tail.ensure(on: queue) { ensured.signal() }.cauterize()
             tail.cancel()
             resolver.fulfill(1)
-            wait(for: [ensured], timeout: 10)
+            XCTAssertTrue(ensured.wait(seconds: 10))
             drainMainQueue()
             XCTAssertEqual(lock.withLock { ran }, [], "queue \(String(describing: queue))")
             XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
@@ -109,13 +109,15 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: New cancellable promises are simple to make
 
     func testNewCancellablePromiseFromResolverAndCancelFunction() {
-        let item = DispatchWorkItem {}
+        let scheduler = TestScheduler()
         let promise = CancellablePromise<Void> { resolver in
-            DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: item)
-            return { item.cancel() }
+            let timer = scheduler.schedule(after: 30) { resolver.fulfill(()) }
+            return { timer.cancel() }
         }
+        XCTAssertEqual(scheduler.pendingCount, 1)
         promise.cancel()
-        XCTAssertTrue(item.isCancelled)
+        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was cancelled")
+        scheduler.advance(by: 30)
         XCTAssertTrue(promise.isRejected)
     }
 
@@ -263,16 +265,11 @@ final class CancellationSemanticsTests: XCTestCase {
     }
 
     func testSettledLinksCancelClosureIsNotCalled() {
-        var calls = 0
-        var resolverRef: Resolver<Int>?
-        let promise = CancellablePromise<Int> { resolver in
-            resolverRef = resolver
-            return { calls += 1 }
-        }
+        let (promise, resolver, cancels) = pendingPromiseCountingCancels()
         let tail = promise.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
-        resolverRef?.fulfill(1)
+        resolver.fulfill(1)
         tail.cancel()
-        XCTAssertEqual(calls, 0)
+        XCTAssertEqual(cancels.value, 0)
         XCTAssertTrue(tail.isRejected)
     }
 
@@ -480,16 +477,11 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: Bad input
 
     func testCancelAfterSettleIsANoOp() {
-        var calls = 0
-        var resolverRef: Resolver<Int>?
-        let promise = CancellablePromise<Int> { resolver in
-            resolverRef = resolver
-            return { calls += 1 }
-        }
-        resolverRef?.reject(CustomCancel())
+        let (promise, resolver, cancels) = pendingPromiseCountingCancels()
+        resolver.reject(CustomCancel())
         promise.cancel()
         promise.cancel()
-        XCTAssertEqual(calls, 0)
+        XCTAssertEqual(cancels.value, 0)
         XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
     }
 

@@ -89,16 +89,41 @@ final class DeinitProbe: @unchecked Sendable {
     func touchedTrue() -> Bool { true }
 }
 
+/// A pending cancellable promise made from a resolver body, that body's resolver, and how many
+/// times the promise's cancel closure has run.
+func pendingPromiseCountingCancels() -> (promise: CancellablePromise<Int>, resolver: Resolver<Int>, cancels: Counter) {
+    let cancels = Counter()
+    var kept: Resolver<Int>?
+    let promise = CancellablePromise<Int> { resolver in
+        kept = resolver
+        return { cancels.increment() }
+    }
+    return (promise, kept!, cancels)
+}
+
+/// Two pending cancellable promises whose resolvers are dropped: nothing but a cancel settles
+/// them.
+func twoPendingCancellablePromises() -> (CancellablePromise<Int>, CancellablePromise<Int>) {
+    (CancellablePromise<Int>.pending().promise, CancellablePromise<Int>.pending().promise)
+}
+
+/// `cancellable`, cancelled; checks that it rejected with `.cancelled`.
+func cancelled<T>(_ cancellable: CancellablePromise<T>, line: UInt = #line) -> CancellablePromise<T> {
+    cancellable.cancel()
+    XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled, line: line)
+    return cancellable
+}
+
 extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.
     func runWithoutDeadlock(timeout: TimeInterval = 10, _ work: @escaping @Sendable () -> Void) {
-        let finished = expectation(description: "finished without deadlock")
+        let finished = Handshake()
         DispatchQueue.global().async {
             work()
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: timeout)
+        XCTAssertTrue(finished.wait(seconds: timeout))
     }
 
     /// Lets the main queue run the work queued on it, and the work that this work queues there in
@@ -108,9 +133,9 @@ extension XCTestCase {
     /// main queue (the default queue of every step) did *not* run.
     func drainMainQueue(hops: Int = 10) {
         for _ in 0..<hops {
-            let done = expectation(description: "main queue drained")
-            DispatchQueue.main.async { done.fulfill() }
-            wait(for: [done], timeout: 10)
+            let done = Handshake()
+            DispatchQueue.main.async { done.signal() }
+            XCTAssertTrue(done.wait(seconds: 10))
         }
     }
 }

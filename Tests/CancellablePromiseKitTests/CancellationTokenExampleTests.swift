@@ -47,20 +47,20 @@ extension StandInURLSession {
     }
 }
 
-/// "task(param:cancellationToken:completion:)" monitoring its token by polling.
+/// "task(param:cancellationToken:completion:)" monitoring its token by polling before each of
+/// its `steps` steps of work (`step(index)`).
 private func task(
-    param: Int, cancellationToken: CancellationToken,
+    param: Int, cancellationToken: CancellationToken, steps: Int,
+    step: @escaping @Sendable (Int) -> Void,
     completion: @escaping @Sendable (Int?, Error?) -> Void
 ) {
     DispatchQueue.global().async {
-        var steps = 0
-        while steps < 10_000 {
+        for index in 0..<steps {
             if cancellationToken.isCancelled {
                 completion(nil, CancellablePromiseError.cancelled)
                 return
             }
-            steps += 1
-            Thread.sleep(forTimeInterval: 0.001)
+            step(index)
         }
         completion(param, nil)
     }
@@ -101,30 +101,40 @@ final class CancellationTokenExampleTests: XCTestCase {
 
     func testPollingTaskStopsWhenCancelled() {
         let cr = CancellationRequest()
-        let finished = expectation(description: "completion")
+        let working = Handshake()
+        let cancelled = Handshake()
+        let finished = Handshake()
         let outcome = Recorder<String>()
-        task(param: 1, cancellationToken: cr.token) { result, error in
+        let stepsDone = Counter()
+        task(param: 1, cancellationToken: cr.token, steps: 3) { _ in
+            working.signal()
+            cancelled.wait()  // the first step lasts until the token is cancelled
+            stepsDone.increment()
+        } completion: { result, error in
             outcome.append(error.map { "\($0.isCancelled ? "cancelled" : "failed")" } ?? "value \(result!)")
-            finished.fulfill()
+            finished.signal()
         }
+        working.wait()
         cr.cancel()
-        wait(for: [finished], timeout: 10)
+        cancelled.signal()
+        XCTAssertTrue(finished.wait())
         XCTAssertEqual(outcome.all, ["cancelled"])
+        XCTAssertEqual(stepsDone.value, 1)
     }
 
     func testURLSessionExtensionWithOnCancelCancelsTheTask() {
         let session = StandInURLSession()
         let cr = CancellationRequest()
         let errors = Recorder<Error>()
-        let completed = expectation(description: "completion")
+        let completed = Handshake()
         session.data(from: url, cancellationToken: cr.token) { _, _, error in
             errors.append(error!)
-            completed.fulfill()
+            completed.signal()
         }
         let task = session.tasks[0]
         XCTAssertTrue(task.wasResumed)
         cr.cancel()
-        wait(for: [completed], timeout: 5)
+        XCTAssertTrue(completed.wait(seconds: 5))
         XCTAssertEqual(task.cancelCount, 1)
         XCTAssertTrue(errors.all.first is StandInCancelledError)
     }
@@ -151,13 +161,13 @@ final class CancellationTokenExampleTests: XCTestCase {
     func testRegisterCancelableCancelsTheTask() {
         let session = StandInURLSession()
         let cr = CancellationRequest()
-        let completed = expectation(description: "completion")
+        let completed = Handshake()
         session.dataRegistered(from: url, cancellationToken: cr.token) { _, _, error in
             XCTAssertTrue(error is StandInCancelledError)
-            completed.fulfill()
+            completed.signal()
         }
         cr.cancel()
-        wait(for: [completed], timeout: 5)
+        XCTAssertTrue(completed.wait(seconds: 5))
         XCTAssertEqual(session.tasks[0].cancelCount, 1)
     }
 
@@ -255,8 +265,7 @@ final class CancellationTokenExampleTests: XCTestCase {
     }
 
     func testFlatMapCompletesWithTheEventualValueOfTheReturnedToken() {
-        let left = CancellationRequest()
-        let right = CancellationRequest()
+        let (left, right) = (CancellationRequest(), CancellationRequest())
         let token = left.token.flatMap { right.token }
         left.cancel()
         XCTAssertFalse(token.isCompleted)

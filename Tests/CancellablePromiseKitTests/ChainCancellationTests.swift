@@ -4,18 +4,13 @@ import XCTest
 
 final class ChainCancellationTests: XCTestCase {
     func testCancelRejectsPendingPromiseAndCallsCancelClosureOnce() {
-        var cancelCalls = 0
-        var resolverRef: Resolver<Int>?
-        let cp = CancellablePromise<Int> { resolver in
-            resolverRef = resolver
-            return { cancelCalls += 1 }
-        }
+        let (cp, resolver, cancels) = pendingPromiseCountingCancels()
         cp.cancel()
         cp.cancel()
-        XCTAssertEqual(cancelCalls, 1)
+        XCTAssertEqual(cancels.value, 1)
         XCTAssertTrue(cp.isCancelled)
         XCTAssertEqual(cp.error as? CancellablePromiseError, .cancelled)
-        resolverRef?.fulfill(1)
+        resolver.fulfill(1)
         XCTAssertEqual(cp.error as? CancellablePromiseError, .cancelled)
     }
 

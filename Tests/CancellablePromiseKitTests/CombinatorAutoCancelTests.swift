@@ -12,6 +12,19 @@ final class CombinatorAutoCancelTests: XCTestCase {
 
     func pendings(_ n: Int) -> [Pending] { (0..<n).map { _ in CancellablePromise<Int>.pending() } }
 
+    /// `combine` of `count` pending inputs once the first has rejected; checks that the result
+    /// is still pending and that no other input was cancelled.
+    func afterTheFirstInputRejects<T>(
+        of count: Int, _ combine: ([CancellablePromise<Int>]) -> CancellablePromise<T>, line: UInt = #line
+    ) -> (result: CancellablePromise<T>, inputs: [Pending]) {
+        let inputs = pendings(count)
+        let result = combine(inputs.map(\.promise))
+        inputs[0].resolver.reject(FakeTaskCancelled())
+        XCTAssertTrue(result.isPending, line: line)
+        XCTAssertFalse(inputs.dropFirst().contains { $0.promise.isCancelled }, line: line)
+        return (result, inputs)
+    }
+
     // MARK: race
 
     func testRaceAutoCancelWinnerNotCancelledLosersCancelledWhenFulfilReturns() {
@@ -105,11 +118,7 @@ final class CombinatorAutoCancelTests: XCTestCase {
     // MARK: race(fulfilled:)
 
     func testRaceFulfilledAutoCancelSkipsRejectionsAndCancelsLosers() {
-        let inputs = pendings(3)
-        let result = race(fulfilled: inputs.map(\.promise), autoCancel: true)
-        inputs[0].resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(result.isPending)
-        XCTAssertFalse(inputs[2].promise.isCancelled)
+        let (result, inputs) = afterTheFirstInputRejects(of: 3) { race(fulfilled: $0, autoCancel: true) }
         inputs[1].resolver.fulfill(5)
         XCTAssertEqual(result.value, 5)
         XCTAssertFalse(inputs[1].promise.isCancelled)
@@ -208,6 +217,19 @@ final class CombinatorAutoCancelTests: XCTestCase {
 
     // MARK: when(fulfilled:) tuples
 
+    /// `when(fulfilled:_:autoCancel:)` of two pending cancellable promises, and the two, once the
+    /// second has rejected (checking that the result rejected).
+    private func twoTupleWhenWhoseSecondInputFails(
+        autoCancel: Bool, line: UInt = #line
+    ) -> (result: CancellablePromise<(Int, String)>, first: CancellablePromise<Int>, second: CancellablePromise<String>)
+    {
+        let first = CancellablePromise<Int>.pending(), second = CancellablePromise<String>.pending()
+        let failed = when(fulfilled: first.promise, second.promise, autoCancel: autoCancel)
+        second.resolver.reject(FakeTaskCancelled())
+        XCTAssertTrue(failed.isRejected, line: line)
+        return (failed, first.promise, second.promise)
+    }
+
     func testWhenFulfilledTwoTupleValuesAndAutoCancel() {
         let a = CancellablePromise<Int>.pending(), b = CancellablePromise<String>.pending()
         let result = when(fulfilled: a.promise, b.promise, autoCancel: true)
@@ -216,22 +238,16 @@ final class CombinatorAutoCancelTests: XCTestCase {
         XCTAssertEqual(result.value?.0, 1)
         XCTAssertEqual(result.value?.1, "b")
 
-        let c = CancellablePromise<Int>.pending(), d = CancellablePromise<String>.pending()
-        let failed = when(fulfilled: c.promise, d.promise, autoCancel: true)
-        d.resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(failed.isRejected)
-        XCTAssertTrue(c.promise.isCancelled)
-        XCTAssertFalse(d.promise.isCancelled)
+        let (_, c, d) = twoTupleWhenWhoseSecondInputFails(autoCancel: true)
+        XCTAssertTrue(c.isCancelled)
+        XCTAssertFalse(d.isCancelled)
     }
 
     func testWhenFulfilledTwoTupleWithoutAutoCancel() {
-        let c = CancellablePromise<Int>.pending(), d = CancellablePromise<String>.pending()
-        let failed = when(fulfilled: c.promise, d.promise)
-        d.resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(failed.isRejected)
-        XCTAssertFalse(c.promise.isCancelled)
+        let (failed, c, _) = twoTupleWhenWhoseSecondInputFails(autoCancel: false)
+        XCTAssertFalse(c.isCancelled)
         failed.cancel()
-        XCTAssertFalse(c.promise.isCancelled)
+        XCTAssertFalse(c.isCancelled)
     }
 
     func testWhenFulfilledThreeTuple() {
@@ -282,11 +298,7 @@ final class CombinatorAutoCancelTests: XCTestCase {
     // MARK: when(resolved:)
 
     func testWhenResolvedWaitsForAllAndNeverCancelsOnRejection() {
-        let inputs = pendings(2)
-        let result = when(resolved: inputs.map(\.promise), autoCancel: true)
-        inputs[0].resolver.reject(FakeTaskCancelled())
-        XCTAssertTrue(result.isPending)
-        XCTAssertFalse(inputs[1].promise.isCancelled)
+        let (result, inputs) = afterTheFirstInputRejects(of: 2) { when(resolved: $0, autoCancel: true) }
         inputs[1].resolver.fulfill(2)
         XCTAssertEqual(result.value?.count, 2)
         if case .fulfilled(let v)? = result.value?[1] { XCTAssertEqual(v, 2) } else { XCTFail() }

@@ -32,17 +32,9 @@ struct Foo: Codable, Equatable {
     let id: Int
 }
 
-struct AutoCompleteCity: Equatable {
-    let name: String
-}
-
-struct WeatherResponse: Equatable {
-    let temperature: Int
-}
-
-struct WeatherInfo: Equatable {
-    let text: String
-}
+struct AutoCompleteCity: Equatable { let name: String }
+struct WeatherResponse: Equatable { let temperature: Int }
+struct WeatherInfo: Equatable { let text: String }
 
 /// `UIApplication.shared`.
 final class Application {

@@ -62,20 +62,11 @@ private final class FetchClient: @unchecked Sendable {
         }
     }
 
-    // The convention's `noncancellableFetchData`, as written.
+    // The convention's `noncancellableFetchData`, its `if let data … else if let error …` spelt
+    // as the one call `resolve(_:_:)` (which rejects a completion with neither).
     func noncancellableFetchData(with url: URL) -> Promise<Data> {
-        var dataTask: StandInDataTask?
         let (promise, resolver) = Promise<Data>.pending()
-
-        dataTask = session.dataTask(with: url) { data, _, error in
-            if let data = data {
-                resolver.fulfill(data)
-            } else if let error = error {
-                resolver.reject(error)
-            }
-        }
-        dataTask?.resume()
-
+        session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }.resume()
         return promise
     }
 }
@@ -199,7 +190,7 @@ final class TokenArgumentExampleTests: XCTestCase {
             let apple = self.apple
             var printed: [Int] = []
             var caught: Error?
-            let done = expectation(description: "catch ran")
+            let done = Handshake()
 
             fetch(url, token).then(on: nil) { data -> Promise<Data> in
                 printed.append(data.count)
@@ -214,7 +205,7 @@ final class TokenArgumentExampleTests: XCTestCase {
                 if error.isCancelled {
                     caught = error
                 }
-                done.fulfill()
+                done.signal()
             }
 
             client.session.tasks[0].finish(data: Data([1]))
@@ -222,7 +213,7 @@ final class TokenArgumentExampleTests: XCTestCase {
             XCTAssertEqual(client.session.tasks.count, 3)  // the non-cancellable request runs
             request.cancel()  // arrives while it runs: nothing to cancel there
             client.session.tasks[2].finish(data: Data([1, 2, 3]))
-            wait(for: [done], timeout: 5)
+            XCTAssertTrue(done.wait(seconds: 5))
 
             XCTAssertEqual(printed, [1, 2])
             XCTAssertEqual(caught as? CancellablePromiseError, .cancelled)

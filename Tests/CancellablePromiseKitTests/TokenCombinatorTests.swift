@@ -36,8 +36,7 @@ final class TokenCombinatorTests: XCTestCase {
     // MARK: map
 
     func testMapCompletesWithTransformResultWhenCancelled() {
-        let yes = CancellationRequest()
-        let no = CancellationRequest()
+        let (yes, no) = (CancellationRequest(), CancellationRequest())
         let mappedYes = yes.token.map { true }
         let mappedNo = no.token.map { false }
         XCTAssertFalse(mappedYes.isCompleted)
@@ -49,16 +48,12 @@ final class TokenCombinatorTests: XCTestCase {
     }
 
     func testMapCompletesNotCancelledWithoutCallingTransform() {
-        var request: CancellationRequest? = CancellationRequest()
-        var calls = 0
-        let mapped = request!.token.map {
-            calls += 1
-            return true
+        assertCompletesNotCancelledWithoutTransformWhenTheRequestIsDropped { token, transformed in
+            token.map {
+                transformed()
+                return true
+            }
         }
-        request = nil
-        XCTAssertTrue(mapped.isCompleted)
-        XCTAssertFalse(mapped.isCancelled)
-        XCTAssertEqual(calls, 0)
     }
 
     func testMapOfCancelledTokenCompletesAtOnce() {
@@ -69,15 +64,8 @@ final class TokenCombinatorTests: XCTestCase {
 
     // MARK: flatMap
 
-    func testFlatMapFollowsTheReturnedToken() {
-        let outer = CancellationRequest()
-        let inner = CancellationRequest()
-        let result = outer.token.flatMap { inner.token }
-        outer.cancel()
-        XCTAssertFalse(result.isCompleted)
-        inner.cancel()
-        XCTAssertTrue(result.isCancelled)
-    }
+    // That flatMap follows the returned token: CancellationTokenExampleTests'
+    // testFlatMapCompletesWithTheEventualValueOfTheReturnedToken.
 
     func testFlatMapCompletesNotCancelledWhenReturnedTokenDoes() {
         let outer = CancellationRequest()
@@ -91,23 +79,34 @@ final class TokenCombinatorTests: XCTestCase {
     }
 
     func testFlatMapCompletesNotCancelledWithoutCallingTransform() {
-        var outer: CancellationRequest? = CancellationRequest()
-        var calls = 0
-        let result = outer!.token.flatMap {
-            calls += 1
-            return CancellationToken.none
+        assertCompletesNotCancelledWithoutTransformWhenTheRequestIsDropped { token, transformed in
+            token.flatMap {
+                transformed()
+                return CancellationToken.none
+            }
         }
-        outer = nil
-        XCTAssertTrue(result.isCompleted)
-        XCTAssertFalse(result.isCancelled)
-        XCTAssertEqual(calls, 0)
+    }
+
+    /// Makes `combine(token, transformed)` of a request's token (`transformed` counts the calls
+    /// of the transform), drops the request, and checks that the result completed not
+    /// cancelled without calling the transform.
+    private func assertCompletesNotCancelledWithoutTransformWhenTheRequestIsDropped(
+        _ combine: (CancellationToken, @escaping @Sendable () -> Void) -> CancellationToken,
+        line: UInt = #line
+    ) {
+        var request: CancellationRequest? = CancellationRequest()
+        let calls = Counter()
+        let result = combine(request!.token) { calls.increment() }
+        request = nil
+        XCTAssertTrue(result.isCompleted, line: line)
+        XCTAssertFalse(result.isCancelled, line: line)
+        XCTAssertEqual(calls.value, 0, line: line)
     }
 
     // MARK: &&
 
     func testAndIsCancelledOnlyWhenBothAre() {
-        let a = CancellationRequest()
-        let b = CancellationRequest()
+        let (a, b) = (CancellationRequest(), CancellationRequest())
         let both = a.token && b.token
         a.cancel()
         XCTAssertFalse(both.isCompleted)
@@ -129,8 +128,7 @@ final class TokenCombinatorTests: XCTestCase {
     // MARK: ||
 
     func testOrIsCancelledWhenEitherIs() {
-        let a = CancellationRequest()
-        let b = CancellationRequest()
+        let (a, b) = (CancellationRequest(), CancellationRequest())
         let either = a.token || b.token
         XCTAssertFalse(either.isCompleted)
         b.cancel()
@@ -180,8 +178,7 @@ final class TokenCombinatorTests: XCTestCase {
 
     func testCombinatorsRaceCancellationFromManyThreads() {
         for _ in 0..<2_000 {
-            let a = CancellationRequest()
-            let b = CancellationRequest()
+            let (a, b) = (CancellationRequest(), CancellationRequest())
             let either = a.token || b.token
             let both = a.token && b.token
             let boxes = UncheckedBox((a, b))

@@ -12,6 +12,20 @@ private final class ManualTask<T>: @unchecked Sendable {
 }
 
 final class TokenPromiseTests: XCTestCase {
+    /// `Promise(cancellationToken:)` of a manual task that the token has not cancelled yet, and
+    /// that task (cancelled by the promise's cancel function).
+    private func tokenPromiseOfAManualTask(
+        cancellationToken: CancellationToken?
+    ) -> (promise: Promise<Int>, task: ManualTask<Int>) {
+        var task: ManualTask<Int>?
+        let promise = Promise<Int>(cancellationToken: cancellationToken) { resolver in
+            let manual = ManualTask(resolver)
+            task = manual
+            return manual.cancel
+        }
+        return (promise, task!)
+    }
+
     // MARK: Cancellable conformances
 
     func testCancellablePromiseDispatchWorkItemAndContextAreCancellable() {
@@ -21,9 +35,7 @@ final class TokenPromiseTests: XCTestCase {
         let context = CancelContext()
         let cancellables: [any Cancellable] = [promise, item, context, CancellationRequest()]
         for cancellable in cancellables {
-            XCTAssertFalse(cancellable.isCancelled)
-            cancellable.cancel()
-            XCTAssertTrue(cancellable.isCancelled)
+            XCTAssertTrue(cancelTurnsIsCancelledOn(cancellable), "\(type(of: cancellable))")
         }
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
@@ -113,18 +125,13 @@ final class TokenPromiseTests: XCTestCase {
 
     func testTokenPromiseFulfilsWhenNotCancelled() {
         let request = CancellationRequest()
-        var task: ManualTask<Int>?
-        let promise = Promise<Int>(cancellationToken: request.token) { resolver in
-            let manual = ManualTask(resolver)
-            task = manual
-            return manual.cancel
-        }
+        let (promise, task) = tokenPromiseOfAManualTask(cancellationToken: request.token)
         XCTAssertTrue(promise.isPending)
-        task!.resolver.fulfill(7)
+        task.resolver.fulfill(7)
         XCTAssertEqual(promise.value, 7)
         request.cancel()
         XCTAssertEqual(promise.value, 7)
-        XCTAssertEqual(task!.cancels.value, 0)  // a settled task is not cancelled
+        XCTAssertEqual(task.cancels.value, 0)  // a settled task is not cancelled
     }
 
     func testTokenPromiseRejectsBeforeCancelReturnsThenCancelsTaskOnce() {
@@ -197,30 +204,20 @@ final class TokenPromiseTests: XCTestCase {
     }
 
     func testTokenPromiseWithoutTokenIsCancellableThroughCancellize() {
-        var task: ManualTask<Int>?
-        let promise = Promise<Int>(cancellationToken: nil) { resolver in
-            let manual = ManualTask(resolver)
-            task = manual
-            return manual.cancel
-        }
+        let (promise, task) = tokenPromiseOfAManualTask(cancellationToken: nil)
         let cancellable = promise.cancellize()
         cancellable.cancel()
-        XCTAssertEqual(task!.cancels.value, 1)
+        XCTAssertEqual(task.cancels.value, 1)
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
     }
 
     func testTokenPromiseCancellizeAndTokenBothCancelTheTaskOnce() {
         let request = CancellationRequest()
-        var task: ManualTask<Int>?
-        let promise = Promise<Int>(cancellationToken: request.token) { resolver in
-            let manual = ManualTask(resolver)
-            task = manual
-            return manual.cancel
-        }
+        let (promise, task) = tokenPromiseOfAManualTask(cancellationToken: request.token)
         promise.cancellize().cancel()
         request.cancel()
-        XCTAssertEqual(task!.cancels.value, 1)
+        XCTAssertEqual(task.cancels.value, 1)
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
     }
 

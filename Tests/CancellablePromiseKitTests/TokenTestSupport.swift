@@ -108,3 +108,10 @@ final class StandInURLSession: @unchecked Sendable {
         lock.withLock { created.last { $0.url == url } }
     }
 }
+
+/// Whether `cancel()` turns `cancellable.isCancelled` from `false` to `true`.
+func cancelTurnsIsCancelledOn(_ cancellable: any Cancellable) -> Bool {
+    let before = cancellable.isCancelled
+    cancellable.cancel()
+    return !before && cancellable.isCancelled
+}

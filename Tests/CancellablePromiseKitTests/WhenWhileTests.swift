@@ -12,14 +12,7 @@ final class WhenWhileTests: XCTestCase {
     // MARK: isEnsured
 
     func testEnsuredValueIsNotDeliveredWhenTheConditionRejectsBeforeTheHandlerRuns() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
-        let outcome = mainQueueOutcome(of: result)
-        resolver.fulfill(1)
-        // The handler, on the main queue, has not run yet: this thread is the main thread.
-        conditionResolver.reject(FakeTaskCancelled())
-        wait(for: [outcome.arrived], timeout: 10)
+        let outcome = outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: true)
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertNil(outcome.value)
     }
@@ -31,41 +24,33 @@ final class WhenWhileTests: XCTestCase {
         let outcome = mainQueueOutcome(of: result)
         resolver.fulfill(1)
         conditionResolver.reject(CancellablePromiseError.cancelled)
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertFalse(cp.isCancelled, "the promise had fulfilled: there was nothing to cancel")
         XCTAssertEqual(cp.value, 1)
     }
 
     func testWithoutEnsuredAValueThatArrivedFirstIsDelivered() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: false)
-        let outcome = mainQueueOutcome(of: result)
-        resolver.fulfill(1)
-        conditionResolver.reject(FakeTaskCancelled())
-        wait(for: [outcome.arrived], timeout: 10)
+        let outcome = outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: false)
         XCTAssertEqual(outcome.value, 1)
     }
 
     func testEnsuredValueWaitsForItsDeliveryOnTheMainQueue() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         let deliveredOnMain = Flag()
-        let delivered = expectation(description: "delivered")
+        let delivered = Handshake()
         result.pipe { _ in
             if Thread.isMainThread { deliveredOnMain.raise() }
-            delivered.fulfill()
+            delivered.signal()
         }
-        let fulfilled = DispatchSemaphore(value: 0)
+        let fulfilled = Handshake()
         DispatchQueue.global().async {
             resolver.fulfill(2)
             fulfilled.signal()
         }
-        fulfilled.wait()
+        fulfilled.waitBlockingThisThread()  // the main queue's delivery block cannot run meanwhile
         XCTAssertTrue(result.isPending, "the value waits for its delivery block")
-        wait(for: [delivered], timeout: 10)
+        XCTAssertTrue(delivered.wait(seconds: 10))
         XCTAssertEqual(result.value, 2)
         XCTAssertTrue(deliveredOnMain.value)
         conditionResolver.fulfill(())
@@ -75,9 +60,7 @@ final class WhenWhileTests: XCTestCase {
         let saved = conf
         conf.Q = (map: nil, return: nil)
         defer { conf = saved }
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.fulfill(3)
         XCTAssertEqual(result.value, 3)
         conditionResolver.reject(FakeTaskCancelled())
@@ -85,9 +68,7 @@ final class WhenWhileTests: XCTestCase {
     }
 
     func testEnsuredConditionRejectingWhileThePromiseIsPendingRejectsWithItsOwnError() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         conditionResolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         resolver.fulfill(1)
@@ -104,18 +85,14 @@ final class WhenWhileTests: XCTestCase {
     }
 
     func testEnsuredRejectionOfThePromiseIsPassedOnAtOnce() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.reject(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
         conditionResolver.fulfill(())
     }
 
     func testEnsuredConditionRejectingAfterTheDeliveryChangesNothing() {
-        let (watched, resolver) = Promise<Int>.pending()
-        let (condition, conditionResolver) = Promise<Void>.pending()
-        let result = when(watched, while: condition, isEnsured: true)
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: true)
         resolver.fulfill(4)
         _ = waitForResult(result)
         conditionResolver.reject(FakeTaskCancelled())
@@ -155,7 +132,7 @@ final class WhenWhileTests: XCTestCase {
         let outcome = mainQueueOutcome(of: inner.withLock { $0 }!)
         taskResolver.fulfill(5)
         wrapper.cancel()
-        wait(for: [outcome.arrived], timeout: 10)
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
         XCTAssertEqual(outcome.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(wrapper.error as? CancellablePromiseError, .cancelled)
     }
@@ -294,7 +271,7 @@ final class WhenWhileTests: XCTestCase {
             let ensured = round % 2 == 0
             let result = when(watched, while: condition, isEnsured: ensured)
             let settlements = Counter()
-            let settled = DispatchSemaphore(value: 0)
+            let settled = Handshake()
             result.pipe { _ in
                 settlements.increment()
                 settled.signal()
@@ -323,22 +300,43 @@ final class WhenWhileTests: XCTestCase {
 
     // MARK: Helpers
 
+    /// `when(watched, while: condition, isEnsured:)` of a pending promise and a pending
+    /// condition, with the resolvers of both.
+    private func whenWhilePending(
+        isEnsured: Bool
+    ) -> (result: Promise<Int>, resolver: Resolver<Int>, conditionResolver: Resolver<Void>) {
+        let (watched, resolver) = Promise<Int>.pending()
+        let (condition, conditionResolver) = Promise<Void>.pending()
+        return (when(watched, while: condition, isEnsured: isEnsured), resolver, conditionResolver)
+    }
+
     /// What a handler of `promise` running on the main queue (the default) saw.
     private final class MainQueueOutcome<T>: @unchecked Sendable {
-        let arrived: XCTestExpectation
+        let arrived = Handshake()
         var value: T?
         var error: Error?
-        init(_ arrived: XCTestExpectation) { self.arrived = arrived }
+    }
+
+    /// What the main-queue handler of `whenWhilePending(isEnsured:)` saw when the value (1)
+    /// arrived and the condition then rejected, both before that handler ran (this thread is
+    /// the main thread).
+    private func outcomeWhenTheConditionRejectsRightAfterTheValue(isEnsured: Bool) -> MainQueueOutcome<Int> {
+        let (result, resolver, conditionResolver) = whenWhilePending(isEnsured: isEnsured)
+        let outcome = mainQueueOutcome(of: result)
+        resolver.fulfill(1)
+        conditionResolver.reject(FakeTaskCancelled())
+        XCTAssertTrue(outcome.arrived.wait(seconds: 10))
+        return outcome
     }
 
     private func mainQueueOutcome<T>(of promise: Promise<T>) -> MainQueueOutcome<T> {
-        let outcome = MainQueueOutcome<T>(expectation(description: "handler ran"))
+        let outcome = MainQueueOutcome<T>()
         promise.done { value in
             outcome.value = value
-            outcome.arrived.fulfill()
+            outcome.arrived.signal()
         }.catch(policy: .allErrors) { error in
             outcome.error = error
-            outcome.arrived.fulfill()
+            outcome.arrived.signal()
         }
         return outcome
     }

@@ -170,9 +170,9 @@ final class ExampleScenarioTests: XCTestCase {
 
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
         let lines = Recorder<String>()
-        let over = expectation(description: "runner over")
-        ExampleRunner.run([.mirrors]) { line in lines.append(line) }.done(on: nil) { over.fulfill() }
-        wait(for: [over], timeout: 20)
+        let over = Handshake()
+        ExampleRunner.run([.mirrors]) { line in lines.append(line) }.done(on: nil) { over.signal() }
+        XCTAssertTrue(over.wait(seconds: 20))
         let output = lines.all
         XCTAssertEqual(output.first, "== mirrors: race(fulfilled:autoCancel: true) of four simulated mirrors")
         XCTAssertTrue(output.contains { $0.contains("race") && $0.contains("won by us-east") })

@@ -13,14 +13,14 @@ final class AsyncBridgeTests: XCTestCase {
 
     func testAsyncReturnsTheValueOnceFulfilledLater() async throws {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(4) }
+        runWhenAwaited(p) { r.fulfill(4) }
         let v = try await p.async()
         XCTAssertEqual(v, 4)
     }
 
     func testAsyncThrowsTheRejection() async {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.reject(TestError(code: 5)) }
+        runWhenAwaited(p) { r.reject(TestError(code: 5)) }
         do {
             _ = try await p.async()
             XCTFail("expected a rejection")
@@ -41,7 +41,7 @@ final class AsyncBridgeTests: XCTestCase {
     func testCancellingTheTaskEndsTheWaitAtOnceWithCancellationError() async {
         let (p, r) = Promise<Int>.pending()
         let task = Task { try await p.async() }
-        try? await Task.sleep(nanoseconds: 20_000_000)
+        await untilAwaited(p)
         task.cancel()
         let result = await task.result
         switch result {
@@ -113,7 +113,7 @@ final class AsyncBridgeTests: XCTestCase {
 
     func testGuaranteeAsyncReturnsTheValue() async {
         let (g, resolve) = Guarantee<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { resolve(6) }
+        runWhenAwaited(g.asPromise()) { resolve(6) }
         let v = await g.async()
         XCTAssertEqual(v, 6)
     }
@@ -125,7 +125,7 @@ final class AsyncBridgeTests: XCTestCase {
 
     func testPromiseFromAnAsyncBodyFulfils() async throws {
         let p = Promise<Int> {
-            try await Task.sleep(nanoseconds: 1_000_000)
+            await Task.yield()  // settles after a suspension, not synchronously
             return 7
         }
         let v = try await p.async()

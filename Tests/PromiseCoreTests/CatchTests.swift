@@ -21,38 +21,30 @@ final class CatchTests: XCTestCase {
     }
 
     func testCatchOnTheDefaultQueueRunsOnMain() {
-        let caught = expectation(description: "caught")
+        let caught = Handshake()
         var onMain = false
         Promise<Int>(error: TestError()).catch { _ in
             onMain = isOnMainQueue
-            caught.fulfill()
+            caught.signal()
         }
-        wait(for: [caught], timeout: 10)
+        XCTAssertTrue(caught.wait(seconds: 10))
         XCTAssertTrue(onMain)
     }
 
     func testCatchWithTheDefaultPolicySkipsPMKErrorCancelled() {
-        var called = false
-        Promise<Int>(error: PMKError.cancelled).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: PMKError.cancelled))
     }
 
     func testCatchWithTheDefaultPolicySkipsCancellationError() {
-        var called = false
-        Promise<Int>(error: CancellationError()).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: CancellationError()))
     }
 
     func testCatchWithTheDefaultPolicySkipsURLErrorCancelled() {
-        var called = false
-        Promise<Int>(error: URLError(.cancelled)).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: URLError(.cancelled)))
     }
 
     func testCatchWithTheDefaultPolicySkipsACancellableError() {
-        var called = false
-        Promise<Int>(error: UserCancelled()).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        XCTAssertFalse(defaultCatchRuns(for: UserCancelled()))
     }
 
     func testCatchWithTheDefaultPolicyHandlesOtherURLErrors() {
@@ -117,13 +109,13 @@ final class CatchTests: XCTestCase {
     }
 
     func testFinallyOnTheDefaultQueueRunsOnMain() {
-        let ran = expectation(description: "finally")
+        let ran = Handshake()
         var onMain = false
         Promise.value(1).catch { _ in }.finally {
             onMain = isOnMainQueue
-            ran.fulfill()
+            ran.signal()
         }
-        wait(for: [ran], timeout: 10)
+        XCTAssertTrue(ran.wait(seconds: 10))
         XCTAssertTrue(onMain)
     }
 
@@ -314,4 +306,11 @@ final class CatchTests: XCTestCase {
         }
         XCTAssertTrue(ran)
     }
+}
+
+/// Whether a `catch` with the default policy runs for a promise rejected with `error`.
+private func defaultCatchRuns(for error: Error) -> Bool {
+    var called = false
+    Promise<Int>(error: error).catch(on: nil) { _ in called = true }
+    return called
 }

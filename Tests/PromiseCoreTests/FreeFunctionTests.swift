@@ -154,14 +154,14 @@ final class FreeFunctionTests: XCTestCase {
     func testHangOffTheMainThreadBlocksUntilSettled() {
         let (p, r) = Promise<Int>.pending()
         let result = Locked<Int?>(nil)
-        let done = expectation(description: "hang returned")
+        let done = Handshake()
         DispatchQueue.global().async {
             let v = try? hang(p)
             result.withLock { $0 = v }
-            done.fulfill()
+            done.signal()
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(8) }
-        wait(for: [done], timeout: 10)
+        runWhenAwaited(p) { r.fulfill(8) }
+        XCTAssertTrue(done.wait())
         XCTAssertEqual(result.withLock { $0 }, 8)
     }
 

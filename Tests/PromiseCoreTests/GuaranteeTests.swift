@@ -35,23 +35,20 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testDoneRunsWithTheValue() {
-        var seen: Int?
-        let g: Guarantee<Void> = Guarantee.value(2).done(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 2)
+        let seen = Recorder<Int>()
+        let g: Guarantee<Void> = Guarantee.value(2).done(on: nil) { seen.append($0) }
+        XCTAssertEqual(seen.all, [2])
         XCTAssertTrue(g.isFulfilled)
     }
 
     func testDoneOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
-        let g = Guarantee.value(2).done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(waitForValue(g))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(handlerRanOnMain { body in Guarantee.value(2).done { _ in body() } })
     }
 
     func testGetPassesTheValueOn() {
-        var seen: Int?
-        let g: Guarantee<Int> = Guarantee.value(2).get(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 2)
+        let seen = Recorder<Int>()
+        let g: Guarantee<Int> = Guarantee.value(2).get(on: nil) { seen.append($0) }
+        XCTAssertEqual(seen.all, [2])
         XCTAssertEqual(g.value, 2)
     }
 
@@ -83,7 +80,7 @@ final class GuaranteeTests: XCTestCase {
 
     func testWaitReturnsTheValueResolvedOnAnotherThread() {
         let (g, resolve) = Guarantee<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { resolve(4) }
+        runWhenAwaited(g.asPromise()) { resolve(4) }
         XCTAssertEqual(g.wait(), 4)
     }
 
@@ -101,18 +98,11 @@ final class GuaranteeTests: XCTestCase {
     }
 
     func testPendingGuaranteeDeallocatedIsLogged() {
-        let events = recordingLog {
-            _ = Guarantee<Int>.pending()
-        }
-        XCTAssertEqual(describeLog(events), ["pendingGuaranteeDeallocated"])
+        XCTAssertEqual(describedLog { _ = Guarantee<Int>.pending() }, ["pendingGuaranteeDeallocated"])
     }
 
     func testResolvedGuaranteeDeallocatedLogsNothing() {
-        let events = recordingLog {
-            let (_, resolve) = Guarantee<Int>.pending()
-            resolve(1)
-        }
-        XCTAssertEqual(describeLog(events), [])
+        XCTAssertEqual(describedLog { Guarantee<Int>.pending().resolve(1) }, [])
     }
 
     func testGuaranteeOperatorsOnAQueue() {

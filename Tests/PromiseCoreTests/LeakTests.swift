@@ -12,19 +12,23 @@ final class Tracked: @unchecked Sendable {
 
 /// Settled chains release their closures and promises.
 final class LeakTests: XCTestCase {
-    func testSettledMapChainReleasesItsClosures() {
-        weak var captured: Tracked?
+    /// A pending promise, its resolver, the chain `makeTail` builds on it with closures capturing
+    /// a new tracked object, and a weak reference to that object.
+    private func chainCapturingATrackedObject(
+        _ makeTail: (Promise<Int>, Tracked) -> Promise<Int>
+    ) -> (resolver: Resolver<Int>, tail: Promise<Int>, captured: () -> Tracked?) {
         let (p, r) = Promise<Int>.pending()
-        var tail: Promise<Int>
-        do {
-            let object = Tracked()
-            captured = object
-            tail = p.map(on: nil) { v in v + object.id }
-        }
-        XCTAssertNotNil(captured)
+        let object = Tracked()
+        let tail = makeTail(p, object)
+        return (r, tail, { [weak object] in object })
+    }
+
+    func testSettledMapChainReleasesItsClosures() {
+        let (r, tail, captured) = chainCapturingATrackedObject { p, object in p.map(on: nil) { v in v + object.id } }
+        XCTAssertNotNil(captured())
         r.fulfill(1)
         XCTAssertEqual(tail.value, 1)
-        XCTAssertNil(captured, "the map closure outlived the settlement")
+        XCTAssertNil(captured(), "the map closure outlived the settlement")
     }
 
     func testEveryOperatorReleasesItsClosureOnceSettled() {
@@ -73,17 +77,12 @@ final class LeakTests: XCTestCase {
     }
 
     func testSkippedClosuresAreReleasedToo() {
-        weak var captured: Tracked?
-        let (p, r) = Promise<Int>.pending()
-        var tail: Promise<Int>
-        do {
-            let object = Tracked()
-            captured = object
-            tail = p.map(on: nil) { v in v + object.id }.recover(on: nil) { _ in Promise.value(object.id) }
+        let (r, tail, captured) = chainCapturingATrackedObject { p, object in
+            p.map(on: nil) { v in v + object.id }.recover(on: nil) { _ in Promise.value(object.id) }
         }
         r.fulfill(1)
         XCTAssertEqual(tail.value, 1)
-        XCTAssertNil(captured, "the recover closure outlived the settlement")
+        XCTAssertNil(captured(), "the recover closure outlived the settlement")
     }
 
     func testClosureOnAQueueIsReleasedAfterItRuns() {

@@ -37,7 +37,7 @@ private func count() -> Promise<Int> {
 
 final class PromiseKitSourceCompatibilityTests: XCTestCase {
     func testTypicalChain() {
-        let done = expectation(description: "chain finished")
+        let done = Handshake()
         var log: [String] = []
         firstly {
             login()
@@ -51,9 +51,9 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
             log.append("error: \(error)")
         }.finally {
             log.append("finally")
-            done.fulfill()
+            done.signal()
         }
-        wait(for: [done], timeout: 10)
+        XCTAssertTrue(done.wait(seconds: 10))
         XCTAssertEqual(log, ["AVATAR-1", "finally"])
     }
 
@@ -62,32 +62,32 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
         var n = 0
         promise.done { n += $0 }.cauterize()
         seal.fulfill(1)
-        let flushed = expectation(description: "main queue")
-        DispatchQueue.main.async { flushed.fulfill() }
-        wait(for: [flushed], timeout: 10)
+        let flushed = Handshake()
+        DispatchQueue.main.async { flushed.signal() }
+        XCTAssertTrue(flushed.wait(seconds: 10))
         XCTAssertEqual(n, 1)
     }
 
     func testNonSendableCaptureInDone() {
         var n = 0
         let p = Promise { seal in seal.fulfill(1) }
-        let finished = expectation(description: "done")
-        p.done { n += $0 }.ensure { finished.fulfill() }.cauterize()
-        wait(for: [finished], timeout: 10)
+        let finished = Handshake()
+        p.done { n += $0 }.ensure { finished.signal() }.cauterize()
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(n, 1)
     }
 
     func testCompletionHandlerConvention() {
-        let finished = expectation(description: "count")
+        let finished = Handshake()
         var result = 0
-        count().done { result = $0 }.catch { _ in }.finally { finished.fulfill() }
-        wait(for: [finished], timeout: 10)
+        count().done { result = $0 }.catch { _ in }.finally { finished.signal() }
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(result, 3)
     }
 
     func testRecoverAndEnsure() {
         var spinner = true
-        let finished = expectation(description: "recovered")
+        let finished = Handshake()
         var name = ""
         firstly { () -> Promise<User> in
             throw APIError.notFound
@@ -98,15 +98,15 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
             spinner = false
         }.done { user in
             name = user.name
-            finished.fulfill()
+            finished.signal()
         }.cauterize()
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(name, "guest")
         XCTAssertFalse(spinner)
     }
 
     func testWhenAndRace() {
-        let finished = expectation(description: "when")
+        let finished = Handshake()
         var sum = 0
         when(fulfilled: [Promise.value(1), Promise.value(2)]).then { values in
             race(Promise.value(values.reduce(0, +)), after(seconds: 10).map { 0 })
@@ -114,44 +114,44 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
             sum = total
         }.catch { _ in
         }.finally {
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(sum, 3)
     }
 
     func testTupleWhen() {
-        let finished = expectation(description: "tuple")
+        let finished = Handshake()
         var text = ""
         when(fulfilled: login(), count()).done { user, count in
             text = "\(user.name):\(count)"
-        }.catch { _ in }.finally { finished.fulfill() }
-        wait(for: [finished], timeout: 10)
+        }.catch { _ in }.finally { finished.signal() }
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(text, "guest:3")
     }
 
     // Real time: PromiseKit's spelling, on the default scheduler and the main queue.
     func testGuaranteeStyle() {
         var fired = false
-        let finished = expectation(description: "after")
+        let finished = Handshake()
         after(seconds: 0.01).done {
             fired = true
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertTrue(fired)
     }
 
     func testBackgroundWorkWithDispatchQueuePromise() {
-        let finished = expectation(description: "background")
+        let finished = Handshake()
         var value = 0
         DispatchQueue.global().async(.promise) {
             21 * 2
         }.done {
             value = $0
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(value, 42)
     }
 
@@ -161,20 +161,20 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
         promise.done { ran = true }.cauterize()
         seal.fulfill(())
         let g = Guarantee { seal in seal(()) }
-        let finished = expectation(description: "void")
-        g.done { finished.fulfill() }
-        wait(for: [finished], timeout: 10)
+        let finished = Handshake()
+        g.done { finished.signal() }
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertTrue(ran)
     }
 
     func testCatchPolicyAndCancellation() {
         var caught: [Bool] = []
-        let finished = expectation(description: "policy")
+        let finished = Handshake()
         Promise<Int>(error: PMKError.cancelled).catch(policy: .allErrors) { error in
             caught.append(error.isCancelled)
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(caught, [true])
     }
 

@@ -80,7 +80,7 @@ final class PromisesAPlusTests: XCTestCase {
     func testHandlerOnAQueueDoesNotRunInsideTheCallThatAttachesIt() {
         let queue = TaggedQueue("aplus.async")
         var ran = false
-        let finished = DispatchSemaphore(value: 0)
+        let finished = Handshake()
         queue.queue.sync {
             let promise = Promise.value(1)
             _ = promise.done(on: queue.queue) { _ in

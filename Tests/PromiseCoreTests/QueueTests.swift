@@ -39,12 +39,12 @@ final class QueueTests: XCTestCase {
             .done(on: q.queue) { _ in
                 mark("done"); throw TestError()
             }
-        let finished = expectation(description: "finally")
+        let finished = Handshake()
         chain.catch(on: q.queue) { _ in mark("catch") }.finally(on: q.queue) {
             mark("finally")
-            finished.fulfill()
+            finished.signal()
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(
             seen.all.map(\.0),
             [
@@ -89,7 +89,7 @@ final class QueueTests: XCTestCase {
     func testConfiguredReturnQueueIsUsedByDoneCatchEnsureAndFinally() {
         let q = TaggedQueue("queue.conf.return")
         let seen = Recorder<String>()
-        let finished = expectation(description: "finished")
+        let finished = Handshake()
         withConfiguration({ $0.Q.return = q.queue }) {
             Promise.value(1)
                 .get { _ in seen.append(q.isCurrent ? "get" : "get-off") }
@@ -101,10 +101,10 @@ final class QueueTests: XCTestCase {
                 .catch { _ in seen.append(q.isCurrent ? "catch" : "catch-off") }
                 .finally {
                     seen.append(q.isCurrent ? "finally" : "finally-off")
-                    finished.fulfill()
+                    finished.signal()
                 }
         }
-        wait(for: [finished], timeout: 10)
+        XCTAssertTrue(finished.wait(seconds: 10))
         XCTAssertEqual(seen.all, ["get", "ensure", "done", "catch", "finally"])
     }
 

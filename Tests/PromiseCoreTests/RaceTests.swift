@@ -50,9 +50,7 @@ final class RaceTests: XCTestCase {
     }
 
     func testRaceFulfilledSkipsRejections() {
-        let (a, ra) = Promise<Int>.pending()
-        let (b, rb) = Promise<Int>.pending()
-        let winner = race(fulfilled: [a, b])
+        let (winner, ra, rb) = raceFulfilledOfTwoPendingPromises()
         ra.reject(TestError(code: 1))
         XCTAssertTrue(winner.isPending)
         rb.fulfill(2)
@@ -60,9 +58,7 @@ final class RaceTests: XCTestCase {
     }
 
     func testRaceFulfilledWithEveryInputRejectedRejectsWithNoWinner() {
-        let (a, ra) = Promise<Int>.pending()
-        let (b, rb) = Promise<Int>.pending()
-        let winner = race(fulfilled: [a, b])
+        let (winner, ra, rb) = raceFulfilledOfTwoPendingPromises()
         ra.reject(TestError(code: 1))
         rb.reject(TestError(code: 2))
         XCTAssertEqual(pmkCase(winner.error), "noWinner")
@@ -89,4 +85,11 @@ final class RaceTests: XCTestCase {
             XCTAssertEqual(pairs[v ?? 0].promise.value, v)
         }
     }
+}
+
+/// `race(fulfilled:)` of two pending promises, with their resolvers.
+private func raceFulfilledOfTwoPendingPromises() -> (winner: Promise<Int>, ra: Resolver<Int>, rb: Resolver<Int>) {
+    let (a, ra) = Promise<Int>.pending()
+    let (b, rb) = Promise<Int>.pending()
+    return (race(fulfilled: [a, b]), ra, rb)
 }

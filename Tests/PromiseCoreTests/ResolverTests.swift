@@ -7,26 +7,22 @@ import XCTest
 /// `Resolver`'s resolve forms, `Promise`'s initialisers, `wait()` and descriptions.
 final class ResolverTests: XCTestCase {
     func testFulfill() {
-        let (p, r) = Promise<Int>.pending()
-        r.fulfill(1)
+        let p = promise(Int.self) { r in r.fulfill(1) }
         XCTAssertEqual(p.value, 1)
     }
 
     func testReject() {
-        let (p, r) = Promise<Int>.pending()
-        r.reject(TestError(code: 1))
+        let p = promise(Int.self) { r in r.reject(TestError(code: 1)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 1))
     }
 
     func testResolveWithAFulfilledResult() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Result<Int>.fulfilled(2))
+        let p = promise(Int.self) { r in r.resolve(Result<Int>.fulfilled(2)) }
         XCTAssertEqual(p.value, 2)
     }
 
     func testResolveWithARejectedResult() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Result<Int>.rejected(TestError(code: 2)))
+        let p = promise(Int.self) { r in r.resolve(Result<Int>.rejected(TestError(code: 2))) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 2))
     }
 
@@ -51,12 +47,15 @@ final class ResolverTests: XCTestCase {
         XCTAssertEqual(p.error as? TestError, TestError(code: 4))
     }
 
-    func testResolveNilNilRejectsWithInvalidCallingConvention() {
+    func testResolveNilNilRejectsWithInvalidCallingConventionInEitherOrder() {
         let (p, r) = Promise<Int>.pending()
+        let (q, s) = Promise<Int>.pending()
         let value: Int? = nil
         let error: Error? = nil
         r.resolve(value, error)
+        s.resolve(error, value)
         XCTAssertEqual(pmkCase(p.error), "invalidCallingConvention")
+        XCTAssertEqual(pmkCase(q.error), "invalidCallingConvention")
     }
 
     func testResolveNonOptionalValueAndNilErrorFulfils() {
@@ -67,8 +66,7 @@ final class ResolverTests: XCTestCase {
     }
 
     func testResolveNonOptionalValueAndAnErrorRejects() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(5, TestError(code: 5))
+        let p = promise(Int.self) { r in r.resolve(5, TestError(code: 5)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 5))
     }
 
@@ -88,41 +86,28 @@ final class ResolverTests: XCTestCase {
         XCTAssertEqual(p.error as? TestError, TestError(code: 6))
     }
 
-    func testResolveErrorFirstNilNilRejectsWithInvalidCallingConvention() {
-        let (p, r) = Promise<Int>.pending()
-        let error: Error? = nil
-        let value: Int? = nil
-        r.resolve(error, value)
-        XCTAssertEqual(pmkCase(p.error), "invalidCallingConvention")
-    }
-
     func testResolveSwiftResultSuccessFulfils() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Swift.Result<Int, TestError>.success(7))
+        let p = promise(Int.self) { r in r.resolve(Swift.Result<Int, TestError>.success(7)) }
         XCTAssertEqual(p.value, 7)
     }
 
     func testResolveSwiftResultFailureRejects() {
-        let (p, r) = Promise<Int>.pending()
-        r.resolve(Swift.Result<Int, TestError>.failure(TestError(code: 7)))
+        let p = promise(Int.self) { r in r.resolve(Swift.Result<Int, TestError>.failure(TestError(code: 7))) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 7))
     }
 
     func testVoidResolveWithNilErrorFulfils() {
-        let (p, r) = Promise<Void>.pending()
-        r.resolve(nil)
+        let p = promise(Void.self) { r in r.resolve(nil) }
         XCTAssertTrue(p.isFulfilled)
     }
 
     func testVoidResolveWithAnErrorRejects() {
-        let (p, r) = Promise<Void>.pending()
-        r.resolve(TestError(code: 8))
+        let p = promise(Void.self) { r in r.resolve(TestError(code: 8)) }
         XCTAssertEqual(p.error as? TestError, TestError(code: 8))
     }
 
     func testVoidFulfillUnderscore() {
-        let (p, r) = Promise<Void>.pending()
-        r.fulfill_()
+        let p = promise(Void.self) { r in r.fulfill_() }
         XCTAssertTrue(p.isFulfilled)
     }
 
@@ -133,25 +118,15 @@ final class ResolverTests: XCTestCase {
     }
 
     func testDroppingAPendingResolverLogsPendingPromiseDeallocated() {
-        let events = recordingLog {
-            _ = Promise<Int>.pending()
-        }
-        XCTAssertEqual(describeLog(events), ["pendingPromiseDeallocated"])
+        XCTAssertEqual(describedLog { _ = Promise<Int>.pending() }, ["pendingPromiseDeallocated"])
     }
 
     func testDroppingAResolverAfterResolvingLogsNothing() {
-        let events = recordingLog {
-            let (_, r) = Promise<Int>.pending()
-            r.fulfill(1)
-        }
-        XCTAssertEqual(describeLog(events), [])
+        XCTAssertEqual(describedLog { Promise<Int>.pending().resolver.fulfill(1) }, [])
     }
 
     func testResolverInitialiserThatNeverResolvesLogsPendingPromiseDeallocated() {
-        let events = recordingLog {
-            _ = Promise<Int> { _ in }
-        }
-        XCTAssertEqual(describeLog(events), ["pendingPromiseDeallocated"])
+        XCTAssertEqual(describedLog { _ = Promise<Int> { _ in } }, ["pendingPromiseDeallocated"])
     }
 
     // MARK: Initialisers
@@ -218,13 +193,13 @@ final class ResolverTests: XCTestCase {
 
     func testWaitReturnsTheValueResolvedOnAnotherThread() throws {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(3) }
+        runWhenAwaited(p) { r.fulfill(3) }
         XCTAssertEqual(try p.wait(), 3)
     }
 
     func testWaitThrowsTheRejection() {
         let (p, r) = Promise<Int>.pending()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.reject(TestError(code: 3)) }
+        runWhenAwaited(p) { r.reject(TestError(code: 3)) }
         XCTAssertThrowsError(try p.wait()) { XCTAssertEqual($0 as? TestError, TestError(code: 3)) }
     }
 
@@ -237,7 +212,7 @@ final class ResolverTests: XCTestCase {
         let (p, r) = Promise<Int>.pending()
         var result: Int?
         let events = try recordingLog {
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(2) }
+            runWhenAwaited(p) { r.fulfill(2) }
             result = try p.wait()
         }
         XCTAssertEqual(result, 2)
@@ -247,14 +222,14 @@ final class ResolverTests: XCTestCase {
     func testWaitOffTheMainThreadDoesNotLog() throws {
         let (p, r) = Promise<Int>.pending()
         let logged = Recorder<String>()
-        let done = DispatchSemaphore(value: 0)
+        let done = Handshake()
         let result = Locked<Int?>(nil)
         withConfiguration({ $0.logHandler = { logged.append(describeLog([$0])[0]) } }) {
             DispatchQueue.global().async {
                 result.withLock { $0 = try? p.wait() }
                 done.signal()
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { r.fulfill(5) }
+            runWhenAwaited(p) { r.fulfill(5) }
             done.wait()
         }
         XCTAssertEqual(result.withLock { $0 }, 5)

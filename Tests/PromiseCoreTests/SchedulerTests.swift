@@ -11,16 +11,16 @@ final class SchedulerTests: XCTestCase {
     func testDispatchSchedulerRunsWorkOnItsQueueAfterTheDelay() {
         let queue = TaggedQueue("dispatch-scheduler")
         let scheduler = DispatchScheduler(queue: queue.queue)
-        let ran = expectation(description: "ran")
+        let ran = Handshake()
         let start = scheduler.now
         let elapsed = SendableBox<TimeInterval>(0)
         let onQueue = Flag()
         _ = scheduler.schedule(after: 0.02) {
             elapsed.value = scheduler.now - start
             if queue.isCurrent { onQueue.raise() }
-            ran.fulfill()
+            ran.signal()
         }
-        wait(for: [ran], timeout: 5)
+        XCTAssertTrue(ran.wait(seconds: 5))
         XCTAssertGreaterThanOrEqual(elapsed.value, 0.02)
         XCTAssertTrue(onQueue.value)
     }
@@ -60,15 +60,15 @@ final class SchedulerTests: XCTestCase {
     func testClockSchedulerRunsWorkAfterTheDelayAndCancelStopsIt() throws {
         guard #available(macOS 13, iOS 16, tvOS 16, watchOS 9, *) else { throw XCTSkip("no Clock") }
         let scheduler = ClockScheduler(ContinuousClock())
-        let ran = expectation(description: "ran")
+        let ran = Handshake()
         let elapsed = SendableBox<TimeInterval>(0)
         _ = scheduler.schedule(after: 0.02) {
             elapsed.value = scheduler.now
-            ran.fulfill()
+            ran.signal()
         }
         let cancelledRan = Flag()
         scheduler.schedule(after: 0.01) { cancelledRan.raise() }.cancel()
-        wait(for: [ran], timeout: 5)
+        XCTAssertTrue(ran.wait(seconds: 5))
         XCTAssertGreaterThanOrEqual(elapsed.value, 0.02)
         XCTAssertFalse(cancelledRan.value, "a cancelled item never runs")
     }

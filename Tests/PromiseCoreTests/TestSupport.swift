@@ -51,6 +51,21 @@ let mainQueueKey: DispatchSpecificKey<Int> = {
 
 var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == 42 }
 
+/// A new promise of `T`, given to `body` through its resolver first.
+func promise<T>(_: T.Type, settledBy body: (Resolver<T>) -> Void) -> Promise<T> {
+    let (promise, resolver) = Promise<T>.pending()
+    body(resolver)
+    return promise
+}
+
+/// Whether the handler that `attach` adds (calling `body`) ran on the main queue; waits for the
+/// promise `attach` returns to settle.
+func handlerRanOnMain<U: Thenable>(_ attach: (@escaping @Sendable () -> Void) -> U) -> Bool {
+    let onMain = Flag()
+    let settled = attach { if isOnMainQueue { onMain.raise() } }
+    return waitForResult(settled) != nil && onMain.value
+}
+
 /// Runs `body` with a changed configuration and restores the previous one afterwards.
 @discardableResult
 func withConfiguration<R>(
@@ -71,6 +86,11 @@ func recordingLog(_ body: () throws -> Void) rethrows -> [LogEvent] {
     let events = Recorder<LogEvent>()
     try withConfiguration({ $0.logHandler = { events.append($0) } }, body)
     return events.all
+}
+
+/// `describeLog` of the events `body` logs.
+func describedLog(_ body: () throws -> Void) rethrows -> [String] {
+    describeLog(try recordingLog(body))
 }
 
 func describeLog(_ events: [LogEvent]) -> [String] {

@@ -68,10 +68,7 @@ final class ThenableOperatorTests: XCTestCase {
     }
 
     func testDoneOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
-        let p = Promise.value(9).done { _ in onMain = isOnMainQueue }
-        XCTAssertNotNil(waitForValue(p))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(handlerRanOnMain { body in Promise.value(9).done { _ in body() } })
     }
 
     func testGetPassesTheValueOnUnchanged() {
@@ -212,14 +209,16 @@ final class ThenableOperatorTests: XCTestCase {
         for (name, makeStep) in steps {
             let queue = DispatchQueue(label: "barrier.\(name)", attributes: .concurrent)
             let log = EventLog()
-            let running = DispatchSemaphore(value: 0)
-            queue.async {
+            let running = Handshake()
+            let stepQueued = Handshake()
+            queue.async {  // holds the queue until the barrier step is queued behind it
                 running.signal()
-                Thread.sleep(forTimeInterval: 0.05)
+                stepQueued.wait()
                 log.append("block")
             }
             running.wait()
             let step = makeStep(queue) { log.append("barrier") }
+            stepQueued.signal()
             XCTAssertEqual(waitForValue(step), 1, name)
             XCTAssertEqual(log.events, ["block", "barrier"], name)
         }

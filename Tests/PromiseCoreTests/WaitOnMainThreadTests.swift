@@ -81,7 +81,7 @@ final class WaitOnMainThreadTests: XCTestCase {
 /// Runs `body` on a global queue and returns once it has run (`sync` could run it right here,
 /// on the main thread).
 private func onBackgroundQueue(_ body: @escaping @Sendable () -> Void) {
-    let done = DispatchSemaphore(value: 0)
+    let done = Handshake()
     DispatchQueue.global().async {
         body()
         done.signal()

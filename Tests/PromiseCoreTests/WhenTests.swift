@@ -25,8 +25,7 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenFulfilledEmptyArrayFulfilsWithAnEmptyArray() {
-        let all: Promise<[Int]> = when(fulfilled: [Promise<Int>]())
-        XCTAssertEqual(all.value, [])
+        XCTAssertEqual(when(fulfilled: [Promise<Int>]()).value, [])
     }
 
     func testWhenFulfilledRejectsWithTheFirstError() {
@@ -147,28 +146,12 @@ final class WhenTests: XCTestCase {
     // MARK: when(fulfilled:concurrently:)
 
     func testWhenConcurrentlyNeverHasMoreThanNPending() {
-        let queue = DispatchQueue(label: "when.concurrently", attributes: .concurrent)
-        let running = Locked((now: 0, max: 0))
-        let total = 50
-        var generated = 0
-        let iterator = AnyIterator<Promise<Int>> {
-            guard generated < total else { return nil }
-            let i = generated
-            generated += 1
-            running.withLock {
-                $0.now += 1; $0.max = max($0.max, $0.now)
-            }
-            return Promise { seal in
-                queue.asyncAfter(deadline: .now() + .milliseconds(i % 5)) {
-                    running.withLock { $0.now -= 1 }
-                    seal.fulfill(i)
-                }
-            }
-        }
-        let all = when(fulfilled: iterator, concurrently: 3)
-        XCTAssertEqual(waitForValue(all), Array(0..<total))
-        XCTAssertEqual(running.withLock { $0.max }, 3)
-        XCTAssertEqual(generated, total)
+        let source = PendingPromiseSource(count: 50)
+        let all = when(fulfilled: source, concurrently: 3)
+        source.settleInOrder { index, resolver in resolver.fulfill(index) }
+        XCTAssertEqual(all.value, Array(0..<50))
+        XCTAssertEqual(source.mostPending, 3)
+        XCTAssertEqual(source.generated, 50)
     }
 
     func testWhenConcurrentlyWithZeroRejectsWithBadInput() {
@@ -259,28 +242,14 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenResolvedConcurrentlyNeverHasMoreThanNPending() {
-        let queue = DispatchQueue(label: "when.resolved.concurrently", attributes: .concurrent)
-        let running = Locked((now: 0, max: 0))
-        var i = 0
-        let iterator = AnyIterator<Promise<Int>> {
-            guard i < 30 else { return nil }
-            let index = i
-            i += 1
-            running.withLock {
-                $0.now += 1; $0.max = max($0.max, $0.now)
-            }
-            return Promise { seal in
-                queue.asyncAfter(deadline: .now() + .milliseconds(index % 3)) {
-                    running.withLock { $0.now -= 1 }
-                    if index % 2 == 0 { seal.fulfill(index) } else { seal.reject(TestError(code: index)) }
-                }
-            }
+        let source = PendingPromiseSource(count: 30)
+        let all = when(resolved: source, concurrently: 4)
+        source.settleInOrder { index, resolver in
+            if index % 2 == 0 { resolver.fulfill(index) } else { resolver.reject(TestError(code: index)) }
         }
-        let all = when(resolved: iterator, concurrently: 4)
-        let results = waitForValue(all)
-        XCTAssertEqual(results?.count, 30)
-        XCTAssertEqual(results?.map(\.isFulfilled), (0..<30).map { $0 % 2 == 0 })
-        XCTAssertEqual(running.withLock { $0.max }, 4)
+        XCTAssertEqual(all.value?.count, 30)
+        XCTAssertEqual(all.value?.map(\.isFulfilled), (0..<30).map { $0 % 2 == 0 })
+        XCTAssertEqual(source.mostPending, 4)
     }
 
     func testWhenResolvedConcurrentlyWithZeroGivesOneBadInputResult() {
@@ -321,8 +290,7 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenGuaranteesEmptyArrayGivesAnEmptyArray() {
-        let all: Guarantee<[Int]> = when(guarantees: [Guarantee<Int>]())
-        XCTAssertEqual(all.value, [])
+        XCTAssertEqual(when(guarantees: [Guarantee<Int>]()).value, [])
     }
 
     func testWhenGuaranteesTwoTuple() {
@@ -478,4 +446,46 @@ private final class FreshMirror: Thenable {
     func pipe(to body: @escaping (Result<Int>) -> Void) { source.pipe(to: body) }
 
     var result: Result<Int>? { source.result }
+}
+
+/// The promises a `when(…, concurrently:)` test hands out: `count` pending ones, made on demand,
+/// counting how many are out and still pending (and the most at once).
+private final class PendingPromiseSource: IteratorProtocol, @unchecked Sendable {
+    // @unchecked: the state is guarded by `state`'s lock.
+    private let count: Int
+    private let state = Locked((resolvers: [Resolver<Int>](), pending: 0, most: 0))
+
+    init(count: Int) { self.count = count }
+
+    /// How many promises were handed out.
+    var generated: Int { state.withLock { $0.resolvers.count } }
+
+    /// The most promises that were out and pending at once.
+    var mostPending: Int { state.withLock { $0.most } }
+
+    func next() -> Promise<Int>? {
+        guard generated < count else { return nil }  // `when` never calls it concurrently
+        let (promise, resolver) = Promise<Int>.pending()
+        state.withLock { state in
+            state.resolvers.append(resolver)
+            state.pending += 1
+            state.most = max(state.most, state.pending)
+        }
+        return promise
+    }
+
+    /// Settles the handed-out promises on this thread, oldest first, with `settle(index,
+    /// resolver)` (settling one hands out the next, on this thread); stops at the first that is
+    /// not handed out (the aggregate stopped generating).
+    func settleInOrder(_ settle: (Int, Resolver<Int>) -> Void) {
+        for index in 0..<count {
+            let resolver: Resolver<Int>? = state.withLock { state in
+                guard index < state.resolvers.count else { return nil }
+                state.pending -= 1
+                return state.resolvers[index]
+            }
+            guard let resolver else { return }
+            settle(index, resolver)
+        }
+    }
 }

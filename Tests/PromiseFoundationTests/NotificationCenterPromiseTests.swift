@@ -12,7 +12,7 @@ final class NotificationCenterPromiseTests: XCTestCase {
         let guarantee = center.observe(once: ping)
         XCTAssertTrue(guarantee.isPending)
         let resolvedOnPostingThread = SendableBox(false)
-        let posted = expectation(description: "posted")
+        let posted = Handshake()
         let senderBox = UncheckedBox(sender)
         Thread.detachNewThread { [center, ping] in
             let sender = senderBox.value
@@ -20,9 +20,9 @@ final class NotificationCenterPromiseTests: XCTestCase {
             guarantee.done(on: nil) { _ in resolvedOnPostingThread.value = Thread.current == thread }
             center.post(name: ping, object: sender, userInfo: ["n": 1])
             center.post(name: ping, object: sender, userInfo: ["n": 2])
-            posted.fulfill()
+            posted.signal()
         }
-        wait(for: [posted], timeout: 5)
+        XCTAssertTrue(posted.wait(seconds: 5))
         let notification = try XCTUnwrap(guarantee.value)
         XCTAssertEqual(notification.userInfo?["n"] as? Int, 1)
         XCTAssertTrue(notification.object as AnyObject === sender)

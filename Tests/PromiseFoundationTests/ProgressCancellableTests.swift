@@ -47,43 +47,45 @@ final class ProgressCancellableTests: XCTestCase {
 
     func testCancellingTheProgressCancelsTheChain() {
         let progress = Progress(totalUnitCount: 100)
-        let stopped = expectation(description: "the task's cancel closure ran")
-        let task = CancellablePromise<Int> { _ in { stopped.fulfill() } }
-        let observed = expectation(description: "the chain saw the cancellation")
+        let stopped = Handshake()
+        let task = CancellablePromise<Int> { _ in { stopped.signal() } }
+        let observed = Handshake()
         let tail = task.bind(to: progress).map(on: nil) { $0 * 2 }
         tail.catch(on: nil, policy: .allErrors) { error in
             XCTAssertEqual(error as? CancellablePromiseError, .cancelled)
-            observed.fulfill()
+            observed.signal()
         }
         XCTAssertTrue(progress.isCancellable)
 
         progress.cancel()  // what a Cancel button bound to the progress does
-        wait(for: [stopped, observed], timeout: 5)
+        XCTAssertTrue(stopped.wait(seconds: 5) && observed.wait(seconds: 5))
         XCTAssertTrue(task.isCancelled)
         XCTAssertTrue(tail.isCancelled)
     }
 
     func testTheProgressesOwnCancellationHandlerStillRuns() {
         let progress = Progress(totalUnitCount: 1)
-        let ownHandler = expectation(description: "the handler set before binding")
-        progress.cancellationHandler = { ownHandler.fulfill() }
-        let observed = expectation(description: "the chain was cancelled")
+        let order = Recorder<String>()
+        let observed = Handshake()
+        progress.cancellationHandler = { order.append("own handler") }
         CancellablePromise<Int> { _ in {} }.bind(to: progress).catch(on: nil, policy: .allErrors) { _ in
-            observed.fulfill()
+            order.append("chain cancelled")
+            observed.signal()
         }
         progress.cancel()
-        wait(for: [ownHandler, observed], timeout: 5, enforceOrder: true)
+        XCTAssertTrue(observed.wait(seconds: 5))
+        XCTAssertEqual(order.all, ["own handler", "chain cancelled"])
     }
 
     func testCancellingAParentProgressCancelsTheChain() {
         let parent = Progress(totalUnitCount: 2)
         let child = Progress(totalUnitCount: 1, parent: parent, pendingUnitCount: 1)
-        let observed = expectation(description: "the chain was cancelled")
+        let observed = Handshake()
         CancellablePromise<Int> { _ in {} }.bind(to: child).catch(on: nil, policy: .allErrors) { _ in
-            observed.fulfill()
+            observed.signal()
         }
         parent.cancel()
-        wait(for: [observed], timeout: 5)
+        XCTAssertTrue(observed.wait(seconds: 5))
     }
 
     func testAnAlreadyCancelledProgressCancelsTheChainAtOnce() {
@@ -156,10 +158,10 @@ final class ProgressCancellableTests: XCTestCase {
         // A chain bound later runs its handler after the earlier bindings': once it has seen the
         // cancellation, theirs have run, and did nothing.
         let (later, _) = CancellablePromise<Int>.pending()
-        let observed = expectation(description: "the later chain was cancelled")
-        later.bind(to: progress).catch(on: nil, policy: .allErrors) { _ in observed.fulfill() }
+        let observed = Handshake()
+        later.bind(to: progress).catch(on: nil, policy: .allErrors) { _ in observed.signal() }
         progress.cancel()
-        wait(for: [observed], timeout: 5)
+        XCTAssertTrue(observed.wait(seconds: 5))
         XCTAssertFalse(kept.isCancelled)
         XCTAssertEqual(kept.value, 2)
     }
@@ -183,14 +185,14 @@ final class ProgressCancellableTests: XCTestCase {
     func testTheProgressKeepsTheChainCancellable() {
         weak var contextRef: CancelContext?
         let progress = Progress(totalUnitCount: 1)
-        let stopped = expectation(description: "stopped through the progress")
+        let stopped = Handshake()
         do {
-            let task = CancellablePromise<Int> { _ in { stopped.fulfill() } }
+            let task = CancellablePromise<Int> { _ in { stopped.signal() } }
             contextRef = task.cancelContext
             task.bind(to: progress)
         }
         XCTAssertNotNil(contextRef, "held by the progress's handler while pending")
         progress.cancel()
-        wait(for: [stopped], timeout: 5)
+        XCTAssertTrue(stopped.wait(seconds: 5))
     }
 }

@@ -105,12 +105,12 @@ func syncGet(_ url: URL, timeout: TimeInterval = 10) throws -> Data {
     let session = URLSession(configuration: configuration)
     defer { session.finishTasksAndInvalidate() }
     let box = SendableBox<(Data?, Error?)>((nil, nil))
-    let done = DispatchSemaphore(value: 0)
+    let done = Handshake()
     session.dataTask(with: url) { data, _, error in
         box.value = (data, error)
         done.signal()
     }.resume()
-    guard done.wait(timeout: .now() + timeout + 1) == .success else {
+    guard done.wait(seconds: timeout + 1) else {
         throw TestServerError.request("timed out: \(url)")
     }
     let (data, error) = box.value

@@ -17,18 +17,18 @@ final class TokenFoundationConformanceTests: XCTestCase {
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
         let request = CancellationRequest()
-        let completed = expectation(description: "completion handler")
+        let completed = Handshake()
         let receivedError = SendableBox<Error?>(nil)
         let task = session.dataTask(with: closedPort) { _, _, error in
             receivedError.value = error
-            completed.fulfill()
+            completed.signal()
         }
         XCTAssertFalse(task.isCancelled)
         request.token.register(task)
         request.cancel()
         XCTAssertTrue(task.isCancelled)  // .canceling
         task.resume()
-        wait(for: [completed], timeout: 10)
+        XCTAssertTrue(completed.wait(seconds: 10))
         XCTAssertTrue(task.isCancelled)  // completed with URLError.cancelled
         let error = receivedError.value as NSError?
         XCTAssertEqual(error?.domain, NSURLErrorDomain)
@@ -38,10 +38,10 @@ final class TokenFoundationConformanceTests: XCTestCase {
     func testURLSessionTaskFailingOtherwiseIsNotCancelled() {
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
-        let completed = expectation(description: "completion handler")
-        let task = session.dataTask(with: closedPort) { _, _, _ in completed.fulfill() }
+        let completed = Handshake()
+        let task = session.dataTask(with: closedPort) { _, _, _ in completed.signal() }
         task.resume()
-        wait(for: [completed], timeout: 30)
+        XCTAssertTrue(completed.wait(seconds: 30))
         XCTAssertFalse(task.isCancelled)
     }
 

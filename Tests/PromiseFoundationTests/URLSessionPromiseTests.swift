@@ -107,14 +107,14 @@ final class URLSessionPromiseTests: XCTestCase {
     }
 
     func testADefaultCatchSeesTheHTTPError() {
-        let caught = expectation(description: "catch")
+        let caught = Handshake()
         session.dataTask(.promise, with: server.url("/status/404")).cancellize().validate()
             .done(on: nil) { _ in XCTFail("404 must reject") }
             .catch(on: nil) { error in
                 XCTAssertEqual((error as? PMKHTTPError)?.statusCode, 404)
-                caught.fulfill()
+                caught.signal()
             }
-        wait(for: [caught], timeout: 10)
+        XCTAssertTrue(caught.wait(seconds: 10))
     }
 
     // MARK: Uploads and downloads
@@ -172,7 +172,7 @@ final class URLSessionPromiseTests: XCTestCase {
         // Past the first 20 ms after `resume()`, in which a cancel is deferred (see WeakTaskBox):
         // what is measured is the plain cancel.
         let settle = 0.04 - Date().timeIntervalSince(created)
-        if settle > 0 { Thread.sleep(forTimeInterval: settle) }
+        if settle > 0 { Thread.sleep(forTimeInterval: settle) }  // real clock: the library's 20 ms deferral
         let cancelled = Date()
         request.cancel()
         // Rejected at once, before `cancel()` returned.
@@ -268,7 +268,7 @@ final class URLSessionPromiseTests: XCTestCase {
         }
         // A fixed wait: a cancel within 20 ms of `resume()` is deferred on the library's own timer,
         // which a test cannot join; past 0.1 s every deferred cancel has run.
-        Thread.sleep(forTimeInterval: 0.1)
+        Thread.sleep(forTimeInterval: 0.1)  // real clock: the library's deferred cancels, on its own timer
         // The session is still usable.
         XCTAssertNotNil(waitForResult(session.dataTask(.promise, with: server.url("/fast")))?.fulfilledValue)
     }
@@ -335,12 +335,12 @@ final class URLSessionPromiseTests: XCTestCase {
 
     private func allTasks(of session: URLSession) -> [URLSessionTask] {
         let box = SendableBox<[URLSessionTask]>([])
-        let done = DispatchSemaphore(value: 0)
+        let done = Handshake()
         session.getAllTasks { tasks in
             box.value = tasks
             done.signal()
         }
-        _ = done.wait(timeout: .now() + 5)
+        done.wait(seconds: 5)
         return box.value
     }
 }
