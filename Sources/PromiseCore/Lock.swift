@@ -1,7 +1,9 @@
+internal import CPromiseLock
+
 #if canImport(Darwin)
 import Darwin
 #elseif os(Linux)
-internal import CPromiseLock
+// The lock word and its operations are CPromiseLock's (imported above on every platform).
 #elseif canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -14,10 +16,11 @@ import Musl
 // so its lock lives inside the promise object itself. Swift gives no stable address for a
 // stored property (an `inout` access may go through a temporary, and ThreadSanitizer reports
 // concurrent `inout` accesses as races), and `Synchronization.Mutex` hides its contended path
-// from ThreadSanitizer. So the lock word is the *first stored property of a root class* and is
-// addressed through the object pointer: a Swift object is a header of two words followed by its
-// stored properties in declaration order. `LockWordTests` checks the offset on every platform
-// the suite runs on.
+// from ThreadSanitizer. So a promise's lock word is the *first stored property of a root class*
+// and is addressed through the object pointer: a Swift object is a header of two words followed
+// by its stored properties in declaration order. `LockWordTests` checks the offset on every
+// platform the suite runs on. The other lock-carrying objects hold a `LockStorage` (below),
+// which needs no such assumption, at the cost of one allocation more.
 //
 // On Apple platforms the lock word is an `os_unfair_lock` (one word). On Linux it is a 32-bit
 // futex lock (the `CPromiseLock` target): `pthread_mutex_t` is 40 bytes there, a third of a
@@ -71,8 +74,14 @@ func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {
         .assumingMemoryBound(to: LockWord.self)
 }
 
+// The lock operations on a lock word's address, for every object that keeps one: `Promise`
+// (inline, addressed through the object), `LockStorage` (the element of a `ManagedBuffer`) and,
+// until it moves to `LockStorage`, the cancellation layer's chain storage.
+
+/// Takes the lock at `pointer`, waiting (on Linux: spinning briefly, then sleeping) while
+/// another thread holds it. Not recursive.
 @inline(__always)
-func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
+package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_lock(pointer)
     #elseif os(Linux)
@@ -83,8 +92,9 @@ func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #endif
 }
 
+/// Releases the lock at `pointer`; only by the thread that holds it.
 @inline(__always)
-func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
+package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_unlock(pointer)
     #elseif os(Linux)
@@ -95,16 +105,18 @@ func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #endif
 }
 
+/// Releases what the platform keeps for the (unlocked) lock at `pointer`; once, before its
+/// memory goes. Nothing to do for an `os_unfair_lock` or a futex word.
 @inline(__always)
-func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
+package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if !canImport(Darwin) && !os(Linux)
     pthread_mutex_destroy(pointer)
     #endif
 }
 
-// The lock words of other modules' objects (the cancellation layer's storages and tokens):
-// the same rule, a `LockWord()` as the first stored property of a root class, addressed through
-// the object.
+// The lock word of another module's object kept inline as `Promise` keeps its own (the
+// cancellation layer's chain storage, until it moves to `LockStorage`): the same rule, a
+// `LockWord()` as the first stored property of a root class, addressed through the object.
 
 /// Locks the lock word stored as the first property of `object`'s root class.
 @inline(__always)
@@ -124,35 +136,95 @@ package func lockWordDestroy(of object: AnyObject) {
     lockWordDestroy(lockWordPointer(object))
 }
 
-/// A small lock-protected cell for state that is not on a hot path (configuration, aggregates,
-/// cancel contexts in other modules). The lock word is its first stored property.
-package final class Locked<Value>: @unchecked Sendable {
-    // @unchecked: as `Synchronization.Mutex`, every access to `value` holds the lock word.
-    private var word = makeLockWord()  // must stay the first stored property
-    /// Guarded by the lock word, so no dynamic exclusivity check is needed (it would cost two
-    /// runtime calls per access, on every read of `conf` for instance).
-    @exclusivity(unchecked) private var value: Value
+// MARK: - Atomics
 
-    package init(_ value: Value) {
-        self.value = value
+/// Adds `delta` to the word at `word` atomically, with acquire-release ordering, and returns
+/// the new value: the package's one atomic read-modify-write outside the lock words (a chain's
+/// handle count, which the last of its promises takes to zero without the chain's lock).
+///
+/// It is C (`CPromiseLock`'s `cpk_counter_add`) on Darwin and Linux alike, and a call rather
+/// than an inlined instruction on purpose: ThreadSanitizer sees every update as an atomic
+/// access, which it does not for an access through a Swift pointer, and the package needs no
+/// dependency (`Synchronization.Atomic` needs macOS 15 / iOS 18 and a stable address of its own).
+@inline(__always)
+package func atomicAdd(_ word: UnsafeMutablePointer<Int>, _ delta: Int) -> Int {
+    cpk_counter_add(word, delta)
+}
+
+// MARK: - Lock storage
+
+// A value with its lock, for the objects that are not `Promise`: one heap object that holds the
+// value and the lock word, without any layout assumption. It is a `ManagedBuffer` whose header is
+// the value and whose one element is the lock word: a buffer's elements have a stable address
+// (`withUnsafeMutablePointerToElements` yields it, with no temporary copy), which a stored
+// property of a class has not. The value is the header rather than the element because the
+// header can also be read through `header`, an access the pointer functions do not check for
+// exclusivity against; nothing here reads `header`, and the lock word is never reached that way.
+//
+// An object that guards state with a lock holds a `let` of `LockStorage<State>` (or of `Locked`,
+// the same as a value): one allocation more than a lock word stored inline, which is why
+// `Promise`, created on every step of every chain, keeps its own.
+
+/// A value and the lock that guards it, in one object. Every access to the value goes through
+/// `withLockedValue` (or sits between `lock()` and `unlock()`); closures run on the calling
+/// thread, with the lock held, and must not call user code or take the same lock again.
+package final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
+    /// A storage holding `value`, unlocked.
+    @inlinable
+    package static func create(value: Value) -> LockStorage<Value> {
+        let buffer = create(minimumCapacity: 1) { _ in value }
+        // `create(minimumCapacity:makingHeaderWith:)` makes an instance of the class it is
+        // called on, this one.
+        let storage = unsafeDowncast(buffer, to: LockStorage<Value>.self)
+        storage.withUnsafeMutablePointerToElements { $0.initialize(to: LockWord()) }
+        return storage
     }
 
+    @inlinable
     deinit {
-        lockWordDestroy(lockWordPointer(self))
+        withUnsafeMutablePointerToElements { lockWordDestroy($0) }
     }
 
-    /// Runs `body` with exclusive access to the value. `body` must not call user code.
-    @inline(__always)
+    /// Takes the lock. Pair with `unlock()` on the same thread; prefer `withLockedValue`.
+    @inlinable @inline(__always)
+    package func lock() {
+        withUnsafeMutablePointerToElements { lockWordLock($0) }
+    }
+
+    /// Releases the lock taken by `lock()`.
+    @inlinable @inline(__always)
+    package func unlock() {
+        withUnsafeMutablePointerToElements { lockWordUnlock($0) }
+    }
+
+    /// Runs `body` on the value with the lock held (on the calling thread), and returns what it
+    /// returns. The lock is released when `body` returns or throws.
+    @inlinable @inline(__always)
+    package func withLockedValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        try withUnsafeMutablePointers { value, word in
+            lockWordLock(word)
+            defer { lockWordUnlock(word) }
+            return try body(&value.pointee)
+        }
+    }
+}
+
+/// A small lock-protected cell for state that is not on a hot path (configuration, aggregates,
+/// cancel contexts in other modules): a `LockStorage` as a value. Copies share the cell.
+package struct Locked<Value>: @unchecked Sendable {
+    // @unchecked: as `Synchronization.Mutex`, every access to the value holds the storage's lock.
+    @usableFromInline let storage: LockStorage<Value>
+
+    @inlinable
+    package init(_ value: Value) {
+        storage = .create(value: value)
+    }
+
+    /// Runs `body` with exclusive access to the value (on the calling thread, the lock held).
+    /// `body` must not call user code.
+    @inlinable @inline(__always)
     package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        let p = lockWordPointer(self)
-        lockWordLock(p)
-        defer { lockWordUnlock(p) }
-        return try body(&value)
-    }
-
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &word) { UnsafeMutableRawPointer($0) }
+        try storage.withLockedValue(body)
     }
 }
 

@@ -102,7 +102,7 @@ package let neverScheduledWork: any ScheduledWork = NeverScheduledWork()
 /// A one-shot dispatch timer. It keeps itself alive until it fires or is cancelled (the
 /// source's handler holds it); either way it releases `work` as soon as it can: after it ran,
 /// or at once, on the thread that cancels. Its lock word is its first stored property (see
-/// `Locked`), so a timer costs one object besides the dispatch source.
+/// Lock.swift), so a timer costs one object besides the dispatch source.
 private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
     // @unchecked: `source` and `work` are read and cleared only under the lock word.
     private var word = makeLockWord()  // must stay the first stored property

@@ -10,9 +10,26 @@ import CPromiseLock
 /// The inline lock word is addressed through the object pointer (see Lock.swift): its offset
 /// must match where Swift actually stores the first property of a root class.
 final class LockWordTests: XCTestCase {
-    func testLockOffset() {
-        let cell = Locked(0)
-        XCTAssertEqual(cell._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(cell)))
+    /// A `LockStorage` hands out the same addresses for its value and its lock word on every
+    /// access (they are the header and the element of a `ManagedBuffer`, not stored properties
+    /// that an access could copy), and the value it was made with.
+    func testLockStorageAddressesAreStable() {
+        let storage = LockStorage<Int>.create(value: 7)
+        let first = storage.withUnsafeMutablePointers { (UnsafeMutableRawPointer($0), UnsafeMutableRawPointer($1)) }
+        let second = storage.withUnsafeMutablePointers { (UnsafeMutableRawPointer($0), UnsafeMutableRawPointer($1)) }
+        XCTAssertEqual(first.0, second.0)
+        XCTAssertEqual(first.1, second.1)
+        XCTAssertEqual(storage.withLockedValue { $0 }, 7)
+    }
+
+    /// `atomicAdd` returns the value after the addition.
+    func testAtomicAddReturnsTheNewValue() {
+        let word = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        defer { word.deallocate() }
+        word.initialize(to: 1)
+        XCTAssertEqual(atomicAdd(word, 2), 3)
+        XCTAssertEqual(atomicAdd(word, -3), 0)
+        XCTAssertEqual(word.pointee, 0)
     }
 
     /// `Promise` addresses its lock word and its value buffer (the first two stored properties)
@@ -75,7 +92,7 @@ final class LockWordTests: XCTestCase {
                 holding.signal()
                 // Holds the lock until a waiter sleeps (or 10 s pass, and the check below fails).
                 #if os(Linux)
-                let word = lockWordPointer(cell)
+                let word = cell.storage.withUnsafeMutablePointerToElements { $0 }
                 let deadline = DispatchTime.now() + 10
                 while cpk_lock_state(word) != 2 && DispatchTime.now() < deadline { usleep(1_000) }
                 if cpk_lock_state(word) == 2 { sawSleeper.raise() }
