@@ -67,12 +67,11 @@ import PromiseCore
 /// add and to remove, in any order; the state holds a slot per waiting follower at most, and
 /// after the source settled only the result.
 public final class SharedCancellablePromise<T>: @unchecked Sendable {
-    // @unchecked: `work` is only touched with the lock held; `T` need not be `Sendable`, as for
-    // `Promise` (the value crosses threads only through the promises' own synchronisation).
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = LockWord()
-    /// Guarded by the lock.
-    @exclusivity(unchecked) private var work: SharedWork<T>
+    // @unchecked: `work` is only reached through its storage's lock (`withLock`); `T` need not
+    // be `Sendable`, as for `Promise` (the value crosses threads only through the promises' own
+    // synchronisation).
+    /// The shared work's state machine and its lock.
+    private let work: LockStorage<SharedWork<T>>
 
     /// Shares `source`: followers made with ``follower()`` settle as it does, and it is
     /// cancelled once every follower was cancelled or abandoned.
@@ -81,7 +80,7 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     /// it cancels every follower with it. A settled `source` gives its result to every
     /// follower at once.
     public init(_ source: CancellablePromise<T>) {
-        work = SharedWork(phase: .running(source))
+        work = .create(value: SharedWork(phase: .running(source)))
         source.pipe { [weak self] result in self?.sourceSettled(result) }
     }
 
@@ -99,20 +98,8 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
         self.init(source)
     }
 
-    deinit {
-        lockWordDestroy(of: self)
-    }
-
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
-    }
-
     @inline(__always) private func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        lockWordLock(of: self)
-        defer { lockWordUnlock(of: self) }
-        return body(&work)
+        work.withLockedValue(body)
     }
 
     // MARK: Followers
