@@ -66,20 +66,23 @@ import PromiseCore
 ///
 /// Thread-safe (`Sendable`): query, register and complete from any thread.
 public final class CancellationToken: @unchecked Sendable {
-    // @unchecked: the state is only reached through its storage's lock (`withState`).
-    /// The token's state and its lock.
-    private let state: LockStorage<TokenState>
+    // @unchecked: `state` is guarded by the inline lock word below.
+    // The lock word must remain the first stored property: an inline lock word, by the rule of
+    // PromiseCore's Lock.swift (a `LockStorage` would be one allocation more per token).
+    private var lockWord = LockWord()
+    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) private var state: TokenState
 
     init() {
-        state = .create(value: TokenState(phase: .pending, isDerived: false))
+        state = TokenState(phase: .pending, isDerived: false)
     }
 
     private init(derived: Void) {
-        state = .create(value: TokenState(phase: .pending, isDerived: true))
+        state = TokenState(phase: .pending, isDerived: true)
     }
 
     private init(completed cancelled: Bool) {
-        state = .create(value: TokenState(phase: .completed(cancelled: cancelled), isDerived: false))
+        state = TokenState(phase: .completed(cancelled: cancelled), isDerived: false)
     }
 
     deinit {
@@ -87,7 +90,14 @@ public final class CancellationToken: @unchecked Sendable {
         // onComplete handlers learn that it will never be cancelled (so no continuation waits
         // forever). A pending derived token has no entries of its own here (they would keep it
         // alive); it leaves the operands it is still registered on.
-        withState { $0.tearDown() }.perform()
+        state.tearDown().perform()
+        lockWordDestroy(of: self)
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
+    /// `lockWordPointer` assumes.
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
     }
 
     /// A token that is never cancelled: already completed, "not cancelled". `onCancel` handlers
@@ -103,7 +113,9 @@ public final class CancellationToken: @unchecked Sendable {
     /// that takes the token's lock.
     @inline(__always)
     private func withState<R>(_ event: (inout TokenState) -> R) -> R {
-        state.withLockedValue(event)
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
+        return event(&state)
     }
 
     /// Runs `event` under the lock, then the actions it returned, after unlocking.

@@ -45,8 +45,8 @@ import PromiseCore
 /// from any thread. Joining and leaving cost O(1) amortised, in any order; a long-lived
 /// coalescer holds only the keys in flight and their waiting followers.
 public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: `state` is only reached through its storage's lock (`withLock`); `Value` need
-    // not be `Sendable`, as for `Promise`.
+    // @unchecked: `state` is only touched with the lock held; `Value` need not be `Sendable`,
+    // as for `Promise`.
     fileprivate typealias Entry = InFlightWork<Key, Value>
 
     private struct State {
@@ -81,14 +81,30 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
         }
     }
 
-    /// The entries in flight and their lock.
-    private let state = LockStorage<State>.create(value: State())
+    // The lock word must remain the first stored property: an inline lock word, by the rule of
+    // PromiseCore's Lock.swift (through a `LockStorage`, this generic class's unspecialized calls
+    // would look up type metadata on every request).
+    private var lockWord = LockWord()
+    /// Guarded by the lock.
+    @exclusivity(unchecked) private var state = State()
 
     /// Creates a coalescer with nothing in flight.
     public init() {}
 
+    deinit {
+        lockWordDestroy(of: self)
+    }
+
+    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
+    /// `lockWordPointer` assumes.
+    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
+        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+    }
+
     @inline(__always) private func withLock<R>(_ body: (inout State) -> R) -> R {
-        state.withLockedValue(body)
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
+        return body(&state)
     }
 
     // MARK: Requests

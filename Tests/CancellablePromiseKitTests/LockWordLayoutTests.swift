@@ -3,8 +3,9 @@ import XCTest
 @testable import CancellablePromiseKit
 @testable import PromiseCore
 
-/// The chain storage keeps an inline lock word and addresses it through the object pointer (see
-/// PromiseCore's Lock.swift): the offset must match where Swift stores its first stored property.
+/// The classes of this module that keep an inline lock word (the chain storage, the token, the
+/// coalescer) address it through the object pointer (see PromiseCore's Lock.swift): the offset
+/// must match where Swift stores their first stored property.
 final class LockWordLayoutTests: XCTestCase {
     func testCancelStorageLockWordOffset() {
         let storage = CancelContext().storage
@@ -17,5 +18,15 @@ final class LockWordLayoutTests: XCTestCase {
         let storage = CancelContext().storage
         let addresses = storage._handleWordAddresses()
         XCTAssertEqual(addresses.stored, addresses.computed)
+    }
+
+    func testCancellationTokenLockWordOffset() {
+        let token = CancellationRequest().token
+        XCTAssertEqual(token._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(token)))
+    }
+
+    func testInFlightCoalescerLockWordOffset() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        XCTAssertEqual(coalescer._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(coalescer)))
     }
 }
