@@ -4,7 +4,8 @@
 // cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops,
 // core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
 // cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel,
-// token_request_cancel, token_derived, share_follower_cancel, coalesce_hit_cancel.
+// token_request_cancel, token_derived, token_promise, bag_store_cancel, share_follower_cancel,
+// coalesce_hit_cancel.
 
 import CancellablePromiseKit
 import Dispatch
@@ -188,6 +189,25 @@ case "token_derived":
     let request = CancellationRequest()
     for _ in 0..<iterations {
         consume(request.token.map { true })
+    }
+case "token_promise":
+    // `Promise(cancellationToken:)` on a long-lived token, fulfilled at once (it leaves the token).
+    let request = CancellationRequest()
+    for i in 0..<iterations {
+        let promise = Promise<Int>(cancellationToken: request.token) { resolver in
+            resolver.fulfill(i)
+            return {}
+        }
+        consume(promise)
+    }
+case "bag_store_cancel":
+    // A pending chain stored in a new `CancelBag`, then the bag cancelled.
+    for _ in 0..<iterations {
+        let chain = CancellablePromise<Int> { _ in {} }
+        let bag = CancelBag()
+        chain.store(in: bag)
+        bag.cancelAll()
+        precondition(chain.promise.isRejected)
     }
 case "share_follower_cancel":
     // A follower of a running shared source made and cancelled while another follower waits
