@@ -41,36 +41,23 @@ extension CancellablePromise {
 /// input. A fire-and-forget `race(…, autoCancel: true)` still cancels its losers; once it has
 /// settled it holds nothing.
 ///
-/// The list sits behind the object's own lock word (no separate lock box): taken out once, by
-/// the first of `cancelLosers` and `cancelAll`.
+/// The list sits behind a lock: taken out once, by the first of `cancelLosers` and `cancelAll`.
 @usableFromInline final class AutoCancelInputs: @unchecked Sendable {
-    // @unchecked: `inputs` is only touched with the lock held.
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = LockWord()
-    /// Guarded by the lock; `nil` once taken.
-    @exclusivity(unchecked) private var inputs: [CancelInput]?
+    // @unchecked: `inputs` is only reached through its storage's lock (`take()`).
+    /// The inputs, `nil` once taken, and their lock.
+    private let inputs: LockStorage<[CancelInput]?>
 
     @usableFromInline init(_ inputs: [CancelInput]) {
-        self.inputs = inputs
-    }
-
-    deinit {
-        lockWordDestroy(of: self)
-    }
-
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+        self.inputs = .create(value: inputs)
     }
 
     /// Takes the inputs out (the first caller gets them, later ones `nil`).
     private func take() -> [CancelInput]? {
-        lockWordLock(of: self)
-        defer { lockWordUnlock(of: self) }
-        let taken = inputs
-        inputs = nil
-        return taken
+        inputs.withLockedValue { inputs in
+            let taken = inputs
+            inputs = nil
+            return taken
+        }
     }
 
     /// Cancels the pending work of every input but `winnerPromise`'s, the input that settled

@@ -67,7 +67,8 @@ import PromiseCore
 /// Thread-safe (`Sendable`): query, register and complete from any thread.
 public final class CancellationToken: @unchecked Sendable {
     // @unchecked: `state` is guarded by the inline lock word below.
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    // The lock word must remain the first stored property: an inline lock word, by the rule of
+    // PromiseCore's Lock.swift (a `LockStorage` would be one allocation more per token).
     private var lockWord = LockWord()
     /// Guarded by the lock (so no dynamic exclusivity check is needed).
     @exclusivity(unchecked) private var state: TokenState

@@ -90,7 +90,9 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
         }
     }
 
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
+    // The lock word must remain the first stored property: an inline lock word, by the rule of
+    // PromiseCore's Lock.swift (through a `LockStorage`, this generic class's unspecialized calls
+    // would look up type metadata on every request).
     private var lockWord = LockWord()
     /// Guarded by the lock.
     @exclusivity(unchecked) private var state = State()

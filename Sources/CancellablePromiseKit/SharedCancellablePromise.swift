@@ -183,30 +183,17 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
 /// source's completion handler (which keeps the resolvers of abandoned followers until the
 /// source settles). Events decide under the lock and run their actions after unlocking.
 final class SharedWorkStorage<T>: @unchecked Sendable {
-    // @unchecked: `work` is only touched with the lock held.
-    // The lock word must remain the first stored property (see PromiseCore's Lock.swift).
-    private var lockWord = LockWord()
-    /// Guarded by the lock.
-    @exclusivity(unchecked) private var work: SharedWork<T>
+    // @unchecked: `work` is only reached through its lock (`withLock`); a `LockStorage` cannot be
+    // declared `Sendable` (a `ManagedBuffer`).
+    /// The state machine and its lock (PromiseCore's `LockStorage`).
+    private let work: LockStorage<SharedWork<T>>
 
     init(_ source: CancellablePromise<T>) {
-        work = SharedWork(phase: .running(source))
-    }
-
-    deinit {
-        lockWordDestroy(of: self)
-    }
-
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
+        work = .create(value: SharedWork(phase: .running(source)))
     }
 
     @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        lockWordLock(of: self)
-        defer { lockWordUnlock(of: self) }
-        return body(&work)
+        work.withLockedValue(body)
     }
 
     func join(_ resolver: Resolver<T>) -> SharedWork<T>.Joining {

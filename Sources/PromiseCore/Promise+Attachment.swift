@@ -39,8 +39,8 @@ import Dispatch
 // `settle(fulfilled:)`, `settle(rejected:)`, `resolve(_:)`, `_fulfillAndDrain(_:)`,
 // `_rejectAndDrain(_:)`, `addSettleHandler(_:)`, `register(owner:_:)`; Promise.swift,
 // Handlers.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
-// `StepOutcome`; Steps.swift), locks (`LockWord` and `lockWordLock(of:)`…, `Locked`,
-// `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
+// `StepOutcome`; Steps.swift), locks and atomics (`LockStorage`, `Locked`, `LockWord` and
+// `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
 // `_promise`, `Guarantee(promise:)`, `DispatchTimeInterval.promiseSeconds`,
 // `neverScheduledWork`.
 

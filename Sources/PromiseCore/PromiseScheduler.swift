@@ -101,44 +101,39 @@ package let neverScheduledWork: any ScheduledWork = NeverScheduledWork()
 
 /// A one-shot dispatch timer. It keeps itself alive until it fires or is cancelled (the
 /// source's handler holds it); either way it releases `work` as soon as it can: after it ran,
-/// or at once, on the thread that cancels. Its lock word is its first stored property (see
-/// Lock.swift), so a timer costs one object besides the dispatch source.
+/// or at once, on the thread that cancels.
 private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
-    // @unchecked: `source` and `work` are read and cleared only under the lock word.
-    private var word = makeLockWord()  // must stay the first stored property
-    private var source: DispatchSourceTimer?
-    private var work: (@Sendable () -> Void)?
+    // @unchecked: the source and the work are read and cleared only under their storage's lock.
+    private struct Parts {
+        let source: DispatchSourceTimer
+        let work: @Sendable () -> Void
+    }
+    /// The source and the work until the timer fires or is cancelled, then `nil`; and their lock.
+    private let parts: LockStorage<Parts?>
 
     init(queue: DispatchQueue, deadline: DispatchTime, work: @escaping @Sendable () -> Void) {
         let source = DispatchSource.makeTimerSource(queue: queue)
-        self.source = source
-        self.work = work
+        parts = .create(value: Parts(source: source, work: work))
         // The handler holds this object (a cycle through the source) until `take()` breaks it.
         source.setEventHandler { [self] in
-            guard let (source, work) = take() else { return }
-            source.cancel()
-            work()
+            guard let parts = take() else { return }
+            parts.source.cancel()
+            parts.work()
         }
         source.schedule(deadline: deadline)
         source.activate()
-    }
-
-    deinit {
-        lockWordDestroy(lockWordPointer(self))
     }
 
     func cancel() {
         take()?.source.cancel()
     }
 
-    private func take() -> (source: DispatchSourceTimer, work: @Sendable () -> Void)? {
-        let lock = lockWordPointer(self)
-        lockWordLock(lock)
-        defer { lockWordUnlock(lock) }
-        guard let source, let work else { return nil }
-        self.source = nil
-        self.work = nil
-        return (source, work)
+    private func take() -> Parts? {
+        parts.withLockedValue { parts in
+            let taken = parts
+            parts = nil
+            return taken
+        }
     }
 }
 

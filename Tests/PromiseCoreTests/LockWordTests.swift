@@ -10,6 +10,11 @@ import CPromiseLock
 /// The inline lock word is addressed through the object pointer (see Lock.swift): its offset
 /// must match where Swift actually stores the first property of a root class.
 final class LockWordTests: XCTestCase {
+    func testLockOffset() {
+        let cell = Locked(0)
+        XCTAssertEqual(cell._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(cell)))
+    }
+
     /// A `LockStorage` hands out the same addresses for its value and its lock word on every
     /// access (they are the header and the element of a `ManagedBuffer`, not stored properties
     /// that an access could copy), and the value it was made with.
@@ -92,7 +97,7 @@ final class LockWordTests: XCTestCase {
                 holding.signal()
                 // Holds the lock until a waiter sleeps (or 10 s pass, and the check below fails).
                 #if os(Linux)
-                let word = cell.storage.withUnsafeMutablePointerToElements { $0 }
+                let word = lockWordPointer(cell)
                 let deadline = DispatchTime.now() + 10
                 while cpk_lock_state(word) != 2 && DispatchTime.now() < deadline { usleep(1_000) }
                 if cpk_lock_state(word) == 2 { sawSleeper.raise() }

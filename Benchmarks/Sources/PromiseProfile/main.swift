@@ -3,7 +3,9 @@
 // Workloads: create_fulfil, done_fulfil, map_chain, then_chain, when_pending, race_pending,
 // cancel_create_cancel, cancel_chain_tail, race_autocancel, serial_hop, base_queue_hops,
 // core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
-// cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel.
+// cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel,
+// token_request_cancel, token_derived, token_promise, bag_store_cancel, share_follower_cancel,
+// coalesce_hit_cancel.
 
 import CancellablePromiseKit
 import Dispatch
@@ -175,6 +177,66 @@ case "cancel_resolver_cancel":
         promise.cancel()
         precondition(promise.promise.isRejected)
     }
+case "token_request_cancel":
+    // A `CancellationRequest` made, one `onCancel` handler registered on its token, cancelled.
+    for _ in 0..<iterations {
+        let request = CancellationRequest()
+        _ = request.token.onCancel { sink &+= 1 }
+        request.cancel()
+    }
+case "token_derived":
+    // A token derived from a long-lived one with `map` and dropped (it leaves its operand).
+    let request = CancellationRequest()
+    for _ in 0..<iterations {
+        consume(request.token.map { true })
+    }
+case "token_promise":
+    // `Promise(cancellationToken:)` on a long-lived token, fulfilled at once (it leaves the token).
+    let request = CancellationRequest()
+    for i in 0..<iterations {
+        let promise = Promise<Int>(cancellationToken: request.token) { resolver in
+            resolver.fulfill(i)
+            return {}
+        }
+        consume(promise)
+    }
+case "bag_store_cancel":
+    // A pending chain stored in a new `CancelBag`, then the bag cancelled.
+    for _ in 0..<iterations {
+        let chain = CancellablePromise<Int> { _ in {} }
+        let bag = CancelBag()
+        chain.store(in: bag)
+        bag.cancelAll()
+        precondition(chain.promise.isRejected)
+    }
+case "share_follower_cancel":
+    // A follower of a running shared source made and cancelled while another follower waits
+    // (the benchmark row of the same name).
+    let (source, resolver) = CancellablePromise<Int>.pending()
+    let shared = source.shared()
+    let keep = shared.follower()
+    for _ in 0..<iterations {
+        let follower = shared.follower()
+        follower.cancel()
+        precondition(follower.promise.isRejected)
+    }
+    resolver.fulfill(1)
+    precondition(keep.value == 1)
+case "coalesce_hit_cancel":
+    // A request to an `InFlightCoalescer` for a key in flight, then cancelled (the benchmark row
+    // of the same name).
+    let coalescer = InFlightCoalescer<Int, Int>()
+    let (source, resolver) = CancellablePromise<Int>.pending()
+    let keep = coalescer.promise(for: 0) { source }
+    for _ in 0..<iterations {
+        let follower = coalescer.promise(for: 0) { () -> CancellablePromise<Int> in
+            preconditionFailure("a hit starts nothing")
+        }
+        follower.cancel()
+        precondition(follower.promise.isRejected)
+    }
+    resolver.fulfill(1)
+    precondition(keep.value == 1)
 case "bridge_cancel", "base_task_cancel":
     // `CancellablePromise { try await … }` made and cancelled, or (the baseline) a `Task` made
     // and cancelled; each waits for its task's end before the next.
