@@ -45,7 +45,8 @@ final class RetryJitterTests: XCTestCase {
         var first = SeededGenerator(seed: 5)
         var second = SeededGenerator(seed: 5)
         for attempt in 1...6 {
-            XCTAssertEqual(capped.seconds(after: attempt, using: &first), capped.seconds(after: attempt, using: &second))
+            XCTAssertEqual(
+                capped.seconds(after: attempt, using: &first), capped.seconds(after: attempt, using: &second))
         }
         var untouched = SeededGenerator(seed: 5)
         var reference = SeededGenerator(seed: 5)

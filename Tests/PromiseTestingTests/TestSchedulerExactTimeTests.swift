@@ -134,7 +134,8 @@ final class TestSchedulerExactTimeTests: XCTestCase {
     /// call".
     func testStartTimeThatIsNotANumberIsNamedInTheMessage() {
         XCTAssertEqual(
-            misuse(Nanoseconds.start(.nan)), "TestScheduler.init(now: nan): a time must be a number of seconds, not NaN")
+            misuse(Nanoseconds.start(.nan)), "TestScheduler.init(now: nan): a time must be a number of seconds, not NaN"
+        )
         XCTAssertEqual(
             misuse(Nanoseconds.start(.infinity)),
             "TestScheduler.init(now: inf): the clock cannot hold this time, \(TimeMisuse.range)")
