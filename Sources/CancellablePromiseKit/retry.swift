@@ -102,7 +102,7 @@ public func retry<R: Thenable>(
 ) -> CancellablePromise<R.T> {
     retry(
         maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
-        random: SystemRandomNumberGenerator(), lifetimeProbe: nil, body)
+        random: nil, lifetimeProbe: nil, body)
 }
 
 /// ``retry(maxAttempts:delay:on:scheduler:if:_:)`` drawing the jitter of its waits from
@@ -125,7 +125,8 @@ public func retry<R: Thenable>(
 ///
 /// Everything else (outcome, queues, time, cancellation) is as for
 /// ``retry(maxAttempts:delay:on:scheduler:if:_:)``. The generator is called on the thread that
-/// settles a failed attempt, under the retry's lock, never twice at once.
+/// rejected a failed attempt, after `shouldRetry` accepted its error, under a lock of the
+/// retry's own: never twice at once.
 public func retry<R: Thenable, G: RandomNumberGenerator & Sendable>(
     maxAttempts: Int,
     delay: RetryDelay = .immediately,
@@ -149,7 +150,7 @@ package func retry<R: Thenable>(
     on queue: DispatchQueue? = nil,
     scheduler: any PromiseScheduler = DispatchScheduler.global,
     if shouldRetry: @escaping (Error) -> Bool = { _ in true },
-    random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    random: (any RandomNumberGenerator & Sendable)? = nil,
     lifetimeProbe: AnyObject?,
     _ body: @escaping (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
@@ -218,17 +219,18 @@ private final class RetryMachine<T>: @unchecked Sendable {
     let queue: DispatchQueue?
     let scheduler: any PromiseScheduler
     private let state: Locked<RetryState<T>>
-    /// Where the jitter of the waits comes from, drawn once per wait.
-    private let random: Locked<any RandomNumberGenerator & Sendable>
+    /// Where the jitter of the waits comes from, drawn once per wait: the caller's generator,
+    /// or (`nil`) the system's, which has no state to guard.
+    private let random: Locked<any RandomNumberGenerator & Sendable>?
     /// Released with the machine (see `retry(…lifetimeProbe:…)`).
     private let lifetimeProbe: AnyObject?
 
     init(
         maxAttempts: Int, delay: RetryDelay, queue: DispatchQueue?, scheduler: any PromiseScheduler,
-        resolver: Resolver<T>, shouldRetry: @escaping Predicate, random: any RandomNumberGenerator & Sendable,
+        resolver: Resolver<T>, shouldRetry: @escaping Predicate, random: (any RandomNumberGenerator & Sendable)?,
         lifetimeProbe: AnyObject?, body: @escaping Body
     ) {
-        self.random = Locked(random)
+        self.random = random.map { Locked($0) }
         self.scheduler = scheduler
         self.lifetimeProbe = lifetimeProbe
         self.maxAttempts = maxAttempts
@@ -293,6 +295,12 @@ private final class RetryMachine<T>: @unchecked Sendable {
         }
     }
 
+    /// The wait after attempt `attempt` failed, its jitter drawn from the retry's generator.
+    private func nextWait(after attempt: Int) -> TimeInterval {
+        guard let random else { return delay.seconds(after: attempt) }
+        return random.withLock { delay.seconds(after: attempt, using: &$0) }
+    }
+
     /// Runs what an event decided, outside the lock. Whatever `actions` holds (closures taken
     /// from the state) is released when it goes out of scope, still outside the lock.
     private func perform(_ actions: RetryActions<T>) {
@@ -303,7 +311,7 @@ private final class RetryMachine<T>: @unchecked Sendable {
         actions.stopTimer?.cancel()
         if let decide = actions.decide {
             let again = decide.shouldRetry(decide.error)
-            let wait = again ? random.withLock { delay.seconds(after: decide.attempt, using: &$0) } : 0
+            let wait = again ? nextWait(after: decide.attempt) : 0
             perform(
                 state.withLock {
                     $0.decided(decide.attempt, error: decide.error, retry: again, wait: wait, hasQueue: queue != nil)

@@ -306,13 +306,15 @@ func settleBagEntriesOldestFirst(_ count: Int, structures: Int, _ benchmark: Ben
     blackHole((bags, resolvers))
 }
 
-/// `structures` long-lived `CancelBag`s, one after the other, into each of which `count`
-/// pending chains are stored, then settled newest first (each leaves the bag as it settles)
-/// and the bag counted. Measures it all; the bags and what they held are kept until the end.
+/// `structures` long-lived `CancelBag`s side by side, into each of which `count` pending chains
+/// are stored (every bag filled before any chain settles), then every chain settled newest
+/// first: the last bag's newest chain first, the first bag's oldest last, each leaving its bag
+/// as it settles. The same chains in the same order whatever `count`; only the bags' sizes
+/// differ. Measures it all; the bags are kept until the end.
 func settleBagEntriesNewestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
     var bags: [CancelBag] = []
     var resolvers: [Resolver<Int>] = []
-    resolvers.reserveCapacity(count)
+    resolvers.reserveCapacity(count * structures)
     benchmark.startMeasurement()
     for _ in 0..<structures {
         let bag = CancelBag()
@@ -321,11 +323,11 @@ func settleBagEntriesNewestFirst(_ count: Int, structures: Int, _ benchmark: Ben
             promise.store(in: bag)
             resolvers.append(resolver)
         }
-        while let resolver = resolvers.popLast() { resolver.fulfill(0) }
-        precondition(bag.count == 0, "a settled chain stayed in the bag")
         bags.append(bag)
     }
+    while let resolver = resolvers.popLast() { resolver.fulfill(0) }
     benchmark.stopMeasurement()
+    precondition(bags.allSatisfy { $0.count == 0 }, "a settled chain stayed in its bag")
     blackHole(bags)
 }
 
