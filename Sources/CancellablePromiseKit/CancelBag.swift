@@ -12,8 +12,9 @@ import PromiseCore
 // Entries live in a slot table with a free list (`BagTable`), so an entry leaves in O(1) in
 // any order, and `count` is the table's count. Work that can tell when it is over leaves the
 // bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
-// chain when its promise settles (a settle handler on the promise), a request when its token
-// completes (`onComplete`), a task when it finishes (the task that awaits it). A `Cancellable`
+// chain when its promise settles (a settle notice on the promise: one allocation, see
+// PromiseCore's SettleNotice.swift), a request when its token completes (`onComplete`), a task
+// when it finishes (the task that awaits it). A `Cancellable`
 // held weakly cannot tell when it goes away: those entries are checked as they accumulate and
 // when the bag is counted, and only those.
 
@@ -196,13 +197,10 @@ public final class CancelBag: Sendable {
     }
 
     /// Makes the entry `key` leave the bag when `promise` settles, on the settling thread (at
-    /// once if it has settled already). The handler holds the bag weakly: a bag that is gone
+    /// once if it has settled already). The notice holds the bag weakly: a bag that is gone
     /// cancelled its entries already.
     private func leave<T>(_ key: BagKey, when promise: Promise<T>) {
-        promise.addSettleHandler { [weak self] _ in
-            self?.remove(key)
-            return .none
-        }
+        promise.addSettleNotice(owner: self, key: key.packed)
     }
 
     func store(_ context: CancelContext) {
@@ -229,12 +227,34 @@ public final class CancelBag: Sendable {
 
 // MARK: - The table
 
+extension CancelBag: SettleNoticeOwner {
+    /// A stored chain's promise settled: its entry leaves.
+    package func promiseDidSettle(noticeKey: UInt64) {
+        remove(BagKey(packed: noticeKey))
+    }
+}
+
 /// An entry's place in a ``BagTable``: its slot, and the ticket the entry got when it was
-/// added (unique in its table, so a key outlives its entry harmlessly: a later entry in the
-/// same slot has another ticket).
+/// added, so a key outlives its entry harmlessly (a later entry in the same slot has another
+/// ticket). Tickets count in 32 bits, wrapping: a key is only ever used by the one remover of
+/// its entry (a settle notice, a token handler, a task), or after `cancelAll()`, when nothing
+/// is added any more, so no stale key can meet an entry with the same ticket.
 private struct BagKey: Sendable {
-    let slot: Int32
-    let ticket: UInt64
+    let slot: UInt32
+    let ticket: UInt32
+
+    init(slot: UInt32, ticket: UInt32) {
+        self.slot = slot
+        self.ticket = ticket
+    }
+
+    /// The key as a settle notice carries it.
+    init(packed: UInt64) {
+        slot = UInt32(truncatingIfNeeded: packed >> 32)
+        ticket = UInt32(truncatingIfNeeded: packed)
+    }
+
+    var packed: UInt64 { UInt64(slot) << 32 | UInt64(ticket) }
 }
 
 /// A bag's entries: a slot table with a free list, so adding and removing cost O(1) in any
@@ -244,7 +264,7 @@ private struct BagTable {
     private struct Slot {
         /// The entry; `nil` while the slot is free.
         var item: CancelBag.Item?
-        var ticket: UInt64
+        var ticket: UInt32
         /// The next free slot while this one is free; -1 ends the list.
         var nextFree: Int32
     }
@@ -255,7 +275,7 @@ private struct BagTable {
 
     private var slots: [Slot] = []
     private var firstFree: Int32 = -1
-    private var lastTicket: UInt64 = 0
+    private var lastTicket: UInt32 = 0
     /// The number of entries.
     private(set) var count = 0
 
@@ -263,17 +283,17 @@ private struct BagTable {
 
     mutating func add(_ item: CancelBag.Item) -> BagKey {
         count += 1
-        lastTicket += 1
+        lastTicket &+= 1
         if firstFree >= 0 {
             let index = Int(firstFree)
             firstFree = slots[index].nextFree
             slots[index].item = item
             slots[index].ticket = lastTicket
-            return BagKey(slot: Int32(index), ticket: lastTicket)
+            return BagKey(slot: UInt32(index), ticket: lastTicket)
         }
         precondition(slots.count < Int(Int32.max), "CancelBag: too many entries at once")
         slots.append(Slot(item: item, ticket: lastTicket, nextFree: -1))
-        return BagKey(slot: Int32(slots.count - 1), ticket: lastTicket)
+        return BagKey(slot: UInt32(slots.count - 1), ticket: lastTicket)
     }
 
     /// The entry `key` names, if it is still there.
