@@ -5,12 +5,18 @@ import PromiseCore
 // service) keeps as a stored property. When the owner goes away, the bag is released and
 // cancels everything still running in it.
 //
-// The bag is a state machine behind one lock: open (holding items) or cancelled. Storing decides
-// under the lock whether to keep the item or cancel it at once; `cancelAll()` takes the items
-// out under the lock and cancels them after releasing it. Items whose work is over are swept
-// out as the bag grows (and when it is counted), so a long-lived bag holds about what is still
-// running, not everything it ever held — without an observer per item, which would cost more
-// than the cancellation it stands for.
+// The bag is a state machine behind one lock: open (holding entries) or cancelled. Storing decides
+// under the lock whether to keep the entry or cancel it at once; `cancelAll()` takes the entries
+// out under the lock and cancels them after releasing it.
+//
+// Entries live in a slot table with a free list (`BagTable`), so an entry leaves in O(1) in
+// any order, and `count` is the table's count. Work that can tell when it is over leaves the
+// bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
+// chain when its promise settles (a settle notice on the promise: one allocation, see
+// PromiseCore's SettleNotice.swift), a request when its token completes (`onComplete`), a task
+// when it finishes (the task that awaits it). A `Cancellable`
+// held weakly cannot tell when it goes away: those entries are checked as they accumulate and
+// when the bag is counted, and only those.
 
 /// A bag of cancellable work tied to an owner's lifetime: everything stored in it is cancelled
 /// when the bag is deallocated or when ``cancelAll()`` is called.
@@ -29,31 +35,34 @@ import PromiseCore
 ///
 /// What a bag holds, and until when:
 /// - a ``CancellablePromise`` or ``CancellableFinalizer``: its chain's context (so the chain
-///   stays cancellable while the bag lives), until the stored promise settles;
+///   stays cancellable while the bag lives), until the stored promise settles: it leaves the
+///   bag then, on the settling thread, and the bag no longer holds anything of it;
 /// - a ``CancelContext``: until the bag is cancelled;
 /// - a ``CancellationRequest``: until its token completes (it is cancelled, by the bag or
-///   anyone else);
-/// - a Swift `Task`: until it finishes;
+///   anyone else, or released);
+/// - a Swift `Task`: until it finishes (it leaves the bag shortly after, asynchronously);
 /// - any other ``Cancellable`` (a `URLSessionTask`, a `DispatchWorkItem`, a `Process`…): weakly,
-///   so the bag never keeps finished work alive.
+///   so the bag never keeps finished work alive; its entry is dropped once the object is gone,
+///   found as such entries accumulate (when they are twice as many as after the previous check,
+///   and at least 1,024) and whenever ``count`` is read.
 ///
-/// Items whose work is over are dropped as the bag grows (when it holds twice as many items as
-/// after the previous sweep, and at least 1,024) and whenever ``count`` is read, so a long-lived
-/// bag stays about as large as what is still running; a settled item is never cancelled.
+/// Leaving costs O(1) whatever the order work ends in (oldest first, newest first, at random),
+/// so a long-lived bag holds about what is still running, and a settled item is never
+/// cancelled. The bag's table keeps the size it grew to until it is empty again.
 ///
 /// `cancelAll()` and the bag's `deinit` cancel every entry still held, synchronously on the
 /// calling thread (cancelled chains run their `on: nil` handlers there), outside the bag's lock.
 /// Storing into a bag that was cancelled cancels the item at once. Thread-safe: store and
 /// cancel from any thread.
 public final class CancelBag: Sendable {
-    private enum Item {
+    fileprivate enum Item {
         /// A chain's handle, until `promise` settles.
         case chain(any _CancelHandle, until: any CancelTarget)
         /// A chain's handle, until the promise listed as `key` in it settles.
         case member(any _CancelHandle, _CancelKey)
         case context(CancelContext)
         case request(CancellationRequest)
-        case task(TaskEntry)
+        case task(@Sendable () -> Void)
         case weak(WeakCancellable)
 
         /// Cancels the work if it is still running.
@@ -64,60 +73,61 @@ public final class CancelBag: Sendable {
             case .member(let handle, let key): handle._handleStorage.cancel(ifListed: key)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()
-            case .task(let entry): entry.cancel()
+            case .task(let cancel): cancel()
             case .weak(let box): box.cancel()
             }
         }
 
-        /// Whether the work is over (or gone), so the bag can drop the item.
-        var isDone: Bool {
-            switch self {
-            case .chain(_, let promise): return !promise.isPending
-            case .member(let handle, let key): return !handle._handleStorage.isListed(key)
-            case .context: return false
-            case .request(let request): return request.token.isCompleted
-            case .task(let entry): return entry.isFinished
-            case .weak(let box): return box.isReleased
-            }
+        /// Whether a weakly held object is gone, so the bag can drop the entry.
+        var isReleasedObject: Bool {
+            if case .weak(let box) = self { return box.isReleased }
+            return false
         }
     }
 
     private struct State {
         var isCancelled = false
-        var items: [Item] = []
-        /// Item count at which finished items are swept out: twice the count left by the last
-        /// sweep (at least `minimumSweep`), so sweeping costs O(1) amortised per item and the
-        /// bag holds at most about twice what is still running, or `minimumSweep` items.
-        var sweepAt = State.minimumSweep
-        /// Below this many items a bag never sweeps while storing: a sweep checks every item.
-        static let minimumSweep = 1_024
+        var table = BagTable()
+        /// The keys of the weakly held objects' entries, which nothing removes when the object
+        /// goes away: checked when there are `checkWeakAt` of them, and by `count`.
+        var weakKeys: [BagKey] = []
+        /// Twice the number of weak entries left by the last check (at least
+        /// `minimumWeakCheck`), so checking costs O(1) amortised per weak entry.
+        var checkWeakAt = State.minimumWeakCheck
+        static let minimumWeakCheck = 1_024
 
-        /// Stores `item`; `false` if the bag was cancelled (the caller cancels the item after
-        /// the lock). Returns what a sweep dropped, to release after the lock.
-        mutating func insert(_ item: Item) -> (stored: Bool, swept: [Item]) {
-            guard !isCancelled else { return (false, []) }
-            let swept = items.count >= sweepAt ? sweep() : []
-            items.append(item)
-            return (true, swept)
-        }
-
-        /// Drops the items whose work is over.
-        mutating func sweep() -> [Item] {
-            var kept: [Item] = []
-            var dropped: [Item] = []
-            for item in items {
-                if item.isDone { dropped.append(item) } else { kept.append(item) }
+        /// Stores `item` and returns its key; `nil` if the bag was cancelled (the caller
+        /// cancels the item after the lock). `dropped` receives entries dropped meanwhile, to
+        /// release after the lock.
+        mutating func insert(_ item: Item, dropped: inout [Item]) -> BagKey? {
+            guard !isCancelled else { return nil }
+            let key = table.add(item)
+            if case .weak = item {
+                if weakKeys.count >= checkWeakAt { dropReleasedObjects(into: &dropped) }
+                weakKeys.append(key)
             }
-            items = kept
-            sweepAt = max(State.minimumSweep, kept.count * 2)
-            return dropped
+            return key
         }
 
-        /// Marks the bag cancelled and takes every item.
+        /// Drops the entries of weakly held objects that are gone.
+        mutating func dropReleasedObjects(into dropped: inout [Item]) {
+            var kept: [BagKey] = []
+            for key in weakKeys {
+                if table.item(key)?.isReleasedObject == true {
+                    if let item = table.remove(key) { dropped.append(item) }
+                } else if table.item(key) != nil {
+                    kept.append(key)
+                }
+            }
+            weakKeys = kept
+            checkWeakAt = max(State.minimumWeakCheck, kept.count * 2)
+        }
+
+        /// Marks the bag cancelled and takes every entry.
         mutating func cancel() -> [Item] {
             isCancelled = true
-            defer { items = [] }
-            return items
+            weakKeys = []
+            return table.removeAll()
         }
     }
 
@@ -139,76 +149,192 @@ public final class CancelBag: Sendable {
     /// `true` once ``cancelAll()`` was called.
     public var isCancelled: Bool { state.withLock { $0.isCancelled } }
 
-    /// The number of entries whose work is still running (finished ones are dropped).
+    /// The number of entries whose work is still running: O(1), plus a check of each weakly
+    /// held `Cancellable` (whose entry is dropped if the object is gone).
     public var count: Int {
-        let (count, swept) = state.withLock { state in
-            let swept = state.sweep()
-            return (state.items.count, swept)
+        var dropped: [Item] = []
+        let count = state.withLock { state in
+            if !state.weakKeys.isEmpty { state.dropReleasedObjects(into: &dropped) }
+            return state.table.count
         }
-        _ = swept  // released outside the lock
+        _ = dropped  // released outside the lock
         return count
     }
 
-    /// The number of items held, finished or not, without sweeping (for tests).
-    var storedCount: Int { state.withLock { $0.items.count } }
+    /// The number of entries held, without checking weakly held objects (for tests).
+    var storedCount: Int { state.withLock { $0.table.count } }
+
+    /// The number of slots of the bag's table, free ones included (for tests).
+    var slotCount: Int { state.withLock { $0.table.slotCount } }
 
     // MARK: Storing
 
-    /// Stores `item`, or cancels it at once if the bag was cancelled.
-    private func insert(_ item: Item) {
-        let (stored, swept) = state.withLock { $0.insert(item) }
-        _ = swept  // released outside the lock
-        if !stored { item.cancel() }
+    /// Stores `item`, or cancels it at once if the bag was cancelled. Returns its key.
+    private func insert(_ item: Item) -> BagKey? {
+        var dropped: [Item] = []
+        let key = state.withLock { $0.insert(item, dropped: &dropped) }
+        _ = dropped  // released outside the lock
+        if key == nil { item.cancel() }
+        return key
     }
 
-    /// Holds `context` until `promise` settles.
-    func store<T>(_ context: any _CancelHandle, until promise: Promise<T>) {
-        // Not checked here whether `promise` has settled: a settled item is swept out later and
-        // never cancelled, and storing stays one lock.
-        insert(.chain(context, until: promise))
+    /// Drops the entry `key` names, if it is still there, and releases it after the lock.
+    private func remove(_ key: BagKey) {
+        let item = state.withLock { $0.table.remove(key) }
+        _ = item  // released outside the lock
+    }
+
+    /// Holds `handle` until `promise` settles.
+    func store<T>(_ handle: any _CancelHandle, until promise: Promise<T>) {
+        guard let key = insert(.chain(handle, until: promise)) else { return }
+        leave(key, when: promise)
+    }
+
+    /// Holds `promise`'s chain until `promise` settles (cancelling only while it is listed).
+    func store<T>(chain promise: CancellablePromise<T>) {
+        guard let key = insert(.member(promise, promise._key)) else { return }
+        leave(key, when: promise.promise)
+    }
+
+    /// Makes the entry `key` leave the bag when `promise` settles, on the settling thread (at
+    /// once if it has settled already). The notice holds the bag weakly: a bag that is gone
+    /// cancelled its entries already.
+    private func leave<T>(_ key: BagKey, when promise: Promise<T>) {
+        promise.addSettleNotice(owner: self, key: key.packed)
     }
 
     func store(_ context: CancelContext) {
-        insert(.context(context))
-    }
-
-    /// Holds `context` until the promise listed as `key` in it settles.
-    func store(_ context: any _CancelHandle, until key: _CancelKey) {
-        insert(.member(context, key))
+        _ = insert(.context(context))
     }
 
     func store(_ request: CancellationRequest) {
-        insert(.request(request))
+        guard let key = insert(.request(request)) else { return }
+        request.token.onComplete { [weak self] _ in self?.remove(key) }
     }
 
     func store<Success: Sendable, Failure: Error>(_ task: Task<Success, Failure>) {
-        let entry = TaskEntry { task.cancel() }
-        insert(.task(entry))
-        Task {
+        guard let key = insert(.task { task.cancel() }) else { return }
+        Task { [weak self] in
             _ = await task.result
-            entry.finish()
+            self?.remove(key)
         }
     }
 
     func store(_ cancellable: any Cancellable) {
-        insert(.weak(WeakCancellable(cancellable)))
+        _ = insert(.weak(WeakCancellable(cancellable)))
     }
 }
 
-/// A Swift `Task` held by a bag: how to cancel it, and whether it has finished.
-private final class TaskEntry: Sendable {
-    private let cancelTask: @Sendable () -> Void
-    private let finished = Locked(false)
+// MARK: - The table
 
-    init(cancel: @escaping @Sendable () -> Void) {
-        cancelTask = cancel
+extension CancelBag: SettleNoticeOwner {
+    /// A stored chain's promise settled: its entry leaves.
+    package func promiseDidSettle(noticeKey: UInt64) {
+        remove(BagKey(packed: noticeKey))
+    }
+}
+
+/// An entry's place in a ``BagTable``: its slot, and the ticket the entry got when it was
+/// added, so a key outlives its entry harmlessly (a later entry in the same slot has another
+/// ticket). Tickets count in 32 bits, wrapping: a key is only ever used by the one remover of
+/// its entry (a settle notice, a token handler, a task), or after `cancelAll()`, when nothing
+/// is added any more, so no stale key can meet an entry with the same ticket.
+private struct BagKey: Sendable {
+    let slot: UInt32
+    let ticket: UInt32
+
+    init(slot: UInt32, ticket: UInt32) {
+        self.slot = slot
+        self.ticket = ticket
     }
 
-    var isFinished: Bool { finished.withLock { $0 } }
+    /// The key as a settle notice carries it.
+    init(packed: UInt64) {
+        slot = UInt32(truncatingIfNeeded: packed >> 32)
+        ticket = UInt32(truncatingIfNeeded: packed)
+    }
 
-    func finish() { finished.withLock { $0 = true } }
+    var packed: UInt64 { UInt64(slot) << 32 | UInt64(ticket) }
+}
 
-    func cancel() { cancelTask() }
+/// A bag's entries: a slot table with a free list, so adding and removing cost O(1) in any
+/// order and the count is stored. It keeps its slots until it is empty, then frees them (but
+/// for a few).
+private struct BagTable {
+    private struct Slot {
+        /// The entry; `nil` while the slot is free.
+        var item: CancelBag.Item?
+        var ticket: UInt32
+        /// The next free slot while this one is free; -1 ends the list.
+        var nextFree: Int32
+    }
+
+    /// An empty table keeps up to this many slots (a bag that holds one entry at a time does
+    /// not allocate each time); more are freed.
+    static let keptWhenEmpty = 16
+
+    private var slots: [Slot] = []
+    private var firstFree: Int32 = -1
+    private var lastTicket: UInt32 = 0
+    /// The number of entries.
+    private(set) var count = 0
+
+    var slotCount: Int { slots.count }
+
+    mutating func add(_ item: CancelBag.Item) -> BagKey {
+        count += 1
+        lastTicket &+= 1
+        if firstFree >= 0 {
+            let index = Int(firstFree)
+            firstFree = slots[index].nextFree
+            slots[index].item = item
+            slots[index].ticket = lastTicket
+            return BagKey(slot: UInt32(index), ticket: lastTicket)
+        }
+        precondition(slots.count < Int(Int32.max), "CancelBag: too many entries at once")
+        slots.append(Slot(item: item, ticket: lastTicket, nextFree: -1))
+        return BagKey(slot: UInt32(slots.count - 1), ticket: lastTicket)
+    }
+
+    /// The entry `key` names, if it is still there.
+    func item(_ key: BagKey) -> CancelBag.Item? {
+        let index = Int(key.slot)
+        guard index < slots.count, slots[index].ticket == key.ticket else { return nil }
+        return slots[index].item
+    }
+
+    /// Removes the entry `key` names and returns it; `nil` if it left already. The last entry
+    /// to leave frees the slots.
+    mutating func remove(_ key: BagKey) -> CancelBag.Item? {
+        let index = Int(key.slot)
+        guard index < slots.count, slots[index].ticket == key.ticket, let item = slots[index].item else {
+            return nil
+        }
+        count -= 1
+        if count == 0, slots.count > BagTable.keptWhenEmpty {
+            // Tickets keep counting: a stale key never names a later entry.
+            slots = []
+            firstFree = -1
+            return item
+        }
+        slots[index].item = nil
+        slots[index].nextFree = firstFree
+        firstFree = Int32(index)
+        return item
+    }
+
+    /// Empties the table and returns every entry, in slot order.
+    mutating func removeAll() -> [CancelBag.Item] {
+        var items: [CancelBag.Item] = []
+        items.reserveCapacity(count)
+        for slot in slots {
+            if let item = slot.item { items.append(item) }
+        }
+        slots = []
+        firstFree = -1
+        count = 0
+        return items
+    }
 }
 
 // MARK: - store(in:)
@@ -222,7 +348,7 @@ extension CancellablePromise {
     /// download(url).done { data in self.show(data) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(self, until: _key)
+        bag.store(chain: self)
     }
 }
 

@@ -15,6 +15,10 @@ import Foundation
 ///                                               // about 0.1, 0.2, 0.4 … s, never above 5 s
 /// ```
 ///
+/// The jitter is random: `retry` draws it from the system's generator, or from the one given
+/// as `retry(…using:…)`, and ``seconds(after:using:)`` computes a wait from a generator of the
+/// caller's, so a test can pin every wait.
+///
 /// A policy with a negative, NaN or otherwise impossible parameter is not rejected when it is
 /// made but by `retry`, which then fails with ``RetryConfigurationError/invalidDelay(_:)``
 /// without running any attempt. ``isValid`` tells in advance. (A NaN wait counts as an infinite
@@ -40,9 +44,18 @@ public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
     /// `initial × multiplier` after the second, `initial × multiplier²` after the third…, never
     /// more than `maximum`.
     ///
-    /// `jitter` spreads retries of many clients apart: each wait is multiplied by a random
-    /// factor between `1 - jitter` and `1 + jitter` (then kept at most `maximum`), so with
-    /// `jitter: 0.1` a wait of 0.4 s becomes anything from 0.36 s to 0.44 s.
+    /// `jitter` spreads retries of many clients apart: the growing wait is multiplied by a
+    /// random factor between `1 - jitter` and `1 + jitter` first, and the product is then
+    /// capped at `maximum`. The wait after attempt `n` is exactly
+    ///
+    ///     min(initial × multiplier^(n-1) × factor, maximum)
+    ///
+    /// so with `jitter: 0.1` a wait of 0.4 s becomes anything from 0.36 s to 0.44 s, and with
+    /// `.exponential(initial: 1, multiplier: 2, maximum: 3, jitter: 0.5)` the waits are 0.5–1.5 s,
+    /// 1–3 s, then 2–3 s (4 s jittered to 2–6 s, capped), then 3 s. Once the uncapped wait times
+    /// `1 - jitter` reaches `maximum`, every wait is `maximum`: choose `maximum` above the
+    /// waits you want spread. Each wait with a `jitter` above 0 draws one number from the
+    /// generator (see ``seconds(after:using:)``).
     ///
     /// - Parameters:
     ///   - initial: the first wait, in seconds: finite, not negative.
@@ -79,6 +92,10 @@ public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
 
     /// The wait, in seconds, after attempt number `attempt` (1 for the first) has failed, drawing
     /// the jitter from `generator`. Never negative; `0` for an invalid policy.
+    ///
+    /// An exponential policy with a `jitter` above 0 draws exactly one number per call,
+    /// `Double.random(in: -1...1, using: &generator)`, and the factor is `1 + jitter × number`;
+    /// the other policies draw none. With the same generator state, the same wait comes out.
     public func seconds<G: RandomNumberGenerator>(after attempt: Int, using generator: inout G) -> TimeInterval {
         guard isValid else { return 0 }
         switch policy {
@@ -87,11 +104,13 @@ public struct RetryDelay: Sendable, Equatable, CustomStringConvertible {
         case .fixed(let seconds):
             return seconds
         case .exponential(let initial, let multiplier, let maximum, let jitter):
-            let growth = pow(multiplier, Double(max(0, attempt - 1)))
-            let base = min(initial * growth, maximum)
-            guard jitter > 0, base > 0, base.isFinite else { return base }
-            let factor = 1 + jitter * Double.random(in: -1...1, using: &generator)
-            return min(max(0, base * factor), maximum)
+            let factor = jitter > 0 ? 1 + jitter * Double.random(in: -1...1, using: &generator) : 1
+            // Zero stays zero however much it grows (0 × infinity would be NaN).
+            guard initial > 0 else { return 0 }
+            let uncapped = initial * pow(multiplier, Double(max(0, attempt - 1)))
+            // An overflowed wait is the cap whatever the factor (infinity × 0 would be NaN).
+            guard uncapped.isFinite else { return maximum }
+            return min(uncapped * factor, maximum)
         }
     }
 

@@ -79,6 +79,11 @@ import PromiseCore
 /// already calling when `cancel()` ran is cancelled as soon as that body returns.) If the
 /// returned promise is dropped without being cancelled, the retry runs to its end.
 ///
+/// **Jitter.** A ``RetryDelay/exponential(initial:multiplier:maximum:jitter:)`` delay with a
+/// jitter draws each wait's factor from the system's random number generator; to pin the waits
+/// (in a test), pass a generator of your own with
+/// ``retry(maxAttempts:delay:on:scheduler:if:using:_:)``.
+///
 /// - Parameters:
 ///   - maxAttempts: the most attempts to run, the first included; at least 1.
 ///   - delay: how long to wait before each retry (``RetryDelay/immediately`` by default).
@@ -98,7 +103,43 @@ public func retry<R: Thenable>(
 ) -> CancellablePromise<R.T> {
     retry(
         maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
-        lifetimeProbe: nil, body)
+        random: nil, lifetimeProbe: nil, body)
+}
+
+/// ``retry(maxAttempts:delay:on:scheduler:if:_:)`` drawing the jitter of its waits from
+/// `generator` (a copy of it, which this retry alone uses, from its first wait to its last):
+/// with a seeded generator the waits are the same on every run.
+///
+/// Wait `n` (the one after attempt `n` failed) is
+/// `delay.seconds(after: n, using: &copy)` for the generator's copy, drawn in attempt order, so
+/// a test computes the exact waits with ``RetryDelay/seconds(after:using:)`` on another copy:
+///
+/// ```swift
+/// let scheduler = TestScheduler()
+/// var expected = SeededGenerator(seed: 7)           // a generator of the test's own
+/// let firstWait = delay.seconds(after: 1, using: &expected)
+/// let result = retry(maxAttempts: 3, delay: delay, scheduler: scheduler, using: SeededGenerator(seed: 7)) { _ in
+///     fetch()
+/// }
+/// // once attempt 1 failed: scheduler.nextDueTime == scheduler.now + firstWait
+/// ```
+///
+/// Everything else (outcome, queues, time, cancellation) is as for
+/// ``retry(maxAttempts:delay:on:scheduler:if:_:)``. The generator is called on the thread that
+/// rejected a failed attempt, after `shouldRetry` accepted its error, under a lock of the
+/// retry's own: never twice at once.
+public func retry<R: Thenable, G: RandomNumberGenerator & Sendable>(
+    maxAttempts: Int,
+    delay: RetryDelay = .immediately,
+    on queue: DispatchQueue? = nil,
+    scheduler: any PromiseScheduler = DispatchScheduler.global,
+    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    using generator: G,
+    _ body: @escaping (_ attempt: Int) throws -> R
+) -> CancellablePromise<R.T> {
+    retry(
+        maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
+        random: generator, lifetimeProbe: nil, body)
 }
 
 /// `retry`, with `lifetimeProbe` held by the retry's machinery (its state, timer and attempt
@@ -110,6 +151,7 @@ package func retry<R: Thenable>(
     on queue: DispatchQueue? = nil,
     scheduler: any PromiseScheduler = DispatchScheduler.global,
     if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    random: (any RandomNumberGenerator & Sendable)? = nil,
     lifetimeProbe: AnyObject?,
     _ body: @escaping (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
@@ -122,7 +164,7 @@ package func retry<R: Thenable>(
     let (promise, resolver) = Promise<R.T>.pending()
     let machine = RetryMachine<R.T>(
         maxAttempts: maxAttempts, delay: delay, queue: queue, scheduler: scheduler, resolver: resolver,
-        shouldRetry: shouldRetry, lifetimeProbe: lifetimeProbe
+        shouldRetry: shouldRetry, random: random, lifetimeProbe: lifetimeProbe
     ) { attempt in
         let returned = try body(attempt)
         return (returned.asPromise(), stopFunction(of: returned))
@@ -178,13 +220,18 @@ private final class RetryMachine<T>: @unchecked Sendable {
     let queue: DispatchQueue?
     let scheduler: any PromiseScheduler
     private let state: Locked<RetryState<T>>
+    /// Where the jitter of the waits comes from, drawn once per wait: the caller's generator,
+    /// or (`nil`) the system's, which has no state to guard.
+    private let random: Locked<any RandomNumberGenerator & Sendable>?
     /// Released with the machine (see `retry(…lifetimeProbe:…)`).
     private let lifetimeProbe: AnyObject?
 
     init(
         maxAttempts: Int, delay: RetryDelay, queue: DispatchQueue?, scheduler: any PromiseScheduler,
-        resolver: Resolver<T>, shouldRetry: @escaping Predicate, lifetimeProbe: AnyObject?, body: @escaping Body
+        resolver: Resolver<T>, shouldRetry: @escaping Predicate, random: (any RandomNumberGenerator & Sendable)?,
+        lifetimeProbe: AnyObject?, body: @escaping Body
     ) {
+        self.random = random.map { Locked($0) }
         self.scheduler = scheduler
         self.lifetimeProbe = lifetimeProbe
         self.maxAttempts = maxAttempts
@@ -249,6 +296,12 @@ private final class RetryMachine<T>: @unchecked Sendable {
         }
     }
 
+    /// The wait after attempt `attempt` failed, its jitter drawn from the retry's generator.
+    private func nextWait(after attempt: Int) -> TimeInterval {
+        guard let random else { return delay.seconds(after: attempt) }
+        return random.withLock { delay.seconds(after: attempt, using: &$0) }
+    }
+
     /// Runs what an event decided, outside the lock. Whatever `actions` holds (closures taken
     /// from the state) is released when it goes out of scope, still outside the lock.
     private func perform(_ actions: RetryActions<T>) {
@@ -259,7 +312,7 @@ private final class RetryMachine<T>: @unchecked Sendable {
         actions.stopTimer?.cancel()
         if let decide = actions.decide {
             let again = decide.shouldRetry(decide.error)
-            let wait = again ? delay.seconds(after: decide.attempt) : 0
+            let wait = again ? nextWait(after: decide.attempt) : 0
             perform(
                 state.withLock {
                     $0.decided(decide.attempt, error: decide.error, retry: again, wait: wait, hasQueue: queue != nil)
@@ -281,8 +334,8 @@ private final class RetryMachine<T>: @unchecked Sendable {
 }
 
 /// What to do once the machine's lock is released.
-private struct RetryActions<T> {
-    enum Next {
+struct RetryActions<T> {
+    enum Next: Equatable {
         /// Start this attempt now.
         case attempt(Int)
         /// Start this attempt after a wait of so many seconds.
@@ -303,9 +356,9 @@ private struct RetryActions<T> {
     var released: [Any] = []
 }
 
-/// The state of one retry. Each event decides under the lock and returns the actions to run
-/// after it.
-private struct RetryState<T> {
+/// The state of one retry, a value: each event decides (under the machine's lock) and returns
+/// the actions to run after it, so the rules can be checked by driving the events directly.
+struct RetryState<T> {
     /// Starts an attempt: its promise, and how to stop its work.
     typealias Body = (_ attempt: Int) throws -> (promise: Promise<T>, stop: (() -> Void)?)
 

@@ -9,6 +9,19 @@ import Foundation
 // Intervals that are not numbers. Everywhere in the package an interval of NaN seconds means
 // what `DispatchTime.now() + .nan` means to Dispatch (and so to PromiseKit's `after`): the same
 // as an infinite one, a deadline that never comes.
+//
+// Intervals too long for a clock. The package's clocks count whole nanoseconds in 64 bits
+// (Dispatch's deadlines, a `TestScheduler`'s virtual time), so a delay of 2^63 nanoseconds or
+// more (about 292 years) cannot be represented. Clamping it to something shorter would run the
+// work early; such a delay means never, as an infinite one does (`isNeverDelay`).
+
+/// Whether a delay of `seconds` means never: NaN, infinite, or 2^63 nanoseconds (about 292
+/// years) or more, longer than the package's clocks can represent. Work scheduled after such a
+/// delay is not scheduled at all: it would otherwise run early.
+package func isNeverDelay(_ seconds: TimeInterval) -> Bool {
+    // NaN fails the comparison too.
+    !(seconds * 1e9 < 0x1p63)
+}
 
 /// Runs closures after a delay, on a clock of its own: the wall clock (``DispatchScheduler``),
 /// a Swift `Clock` (``ClockScheduler``), or virtual time that a test advances by hand
@@ -37,7 +50,10 @@ public protocol PromiseScheduler: Sendable {
     ///
     /// Where `work` runs is the scheduler's to say (``DispatchScheduler``: on its queue). A
     /// `seconds` of zero or less means as soon as possible, but never synchronously inside this
-    /// call; an infinite or NaN `seconds` means never (the scheduler may release `work` at once).
+    /// call; an infinite or NaN `seconds` means never (the scheduler may release `work` at once),
+    /// and so does a delay longer than the scheduler's clock can represent: the package's
+    /// schedulers count nanoseconds in 64 bits, so for them 2^63 nanoseconds (about 292 years,
+    /// 9,223,372,036.85 s) or more is never. A scheduler never runs work earlier than asked.
     ///
     /// Cancelling the returned ``ScheduledWork`` before `work` has started unschedules it:
     /// `work` never runs, and the scheduler releases it (and what it captures).
@@ -83,10 +99,12 @@ public struct DispatchScheduler: PromiseScheduler {
     }
 
     /// Runs `work` on ``queue`` once `seconds` have passed (as soon as possible for zero or
-    /// less, never for an infinite or NaN `seconds`).
+    /// less; never for an infinite or NaN `seconds`, nor for 2^63 nanoseconds or more, about
+    /// 292 years, which Dispatch cannot represent: nothing is scheduled and `work` is released).
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard seconds < .infinity else { return NeverScheduledWork() }
-        return DispatchTimerWork(queue: queue, deadline: .now() + max(0, min(seconds, 1e9)), work: work)
+        guard !isNeverDelay(seconds) else { return NeverScheduledWork() }
+        // A deadline past the end of the uptime clock is `DISPATCH_TIME_FOREVER`: never, too.
+        return DispatchTimerWork(queue: queue, deadline: .now() + max(0, seconds), work: work)
     }
 }
 
@@ -170,11 +188,12 @@ public struct ClockScheduler<C: Clock>: PromiseScheduler where C.Duration == Dur
     }
 
     /// Runs `work` in a task once `seconds` have passed on ``clock`` (as soon as possible for
-    /// zero or less, never for an infinite or NaN `seconds`).
+    /// zero or less; never for an infinite or NaN `seconds`, nor for 2^63 nanoseconds or more,
+    /// about 292 years: nothing is scheduled and `work` is released).
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard seconds < .infinity else { return NeverScheduledWork() }
+        guard !isNeverDelay(seconds) else { return NeverScheduledWork() }
         let clock = self.clock
-        let deadline = clock.now.advanced(by: .seconds(max(0, min(seconds, 1e9))))
+        let deadline = clock.now.advanced(by: .seconds(max(0, seconds)))
         let task = Task {
             do {
                 try await clock.sleep(until: deadline, tolerance: nil)

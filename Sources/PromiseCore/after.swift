@@ -8,7 +8,8 @@ import Foundation
 /// itself then never resolves.
 ///
 /// Zero or a negative `seconds` resolves as soon as possible, asynchronously. An infinite or
-/// NaN `seconds` never resolves (as with Dispatch, NaN seconds count as infinitely many).
+/// NaN `seconds` never resolves (as with Dispatch, NaN seconds count as infinitely many), nor
+/// does one of 2^63 nanoseconds or more (about 292 years), which the clock cannot represent.
 ///
 /// To wait on another clock, a test scheduler's virtual time for instance, see
 /// ``after(seconds:scheduler:)``.
@@ -31,11 +32,12 @@ public func after(seconds: TimeInterval) -> Guarantee<Void> {
 /// `CancellablePromiseKit`) unschedules it, and the scheduler releases it; the guarantee itself
 /// then never resolves. Zero or a negative `seconds` resolves as soon as the scheduler runs
 /// work, never synchronously; an infinite or NaN `seconds` never resolves (nothing is
-/// scheduled).
+/// scheduled), nor does one longer than the scheduler's clock can represent (2^63 nanoseconds,
+/// about 292 years, for the package's schedulers): it never resolves early.
 public func after(seconds: TimeInterval, scheduler: any PromiseScheduler) -> Guarantee<Void> {
     let promise = Promise<Void>(pending: ())
-    // NaN fails this test too: it counts as infinitely many seconds.
-    guard seconds < .infinity else { return Guarantee(promise: promise) }
+    // NaN counts as infinitely many seconds.
+    guard !isNeverDelay(seconds) else { return Guarantee(promise: promise) }
     // The scheduled work holds the promise until it runs, and the promise holds the work
     // through its attachment: cancelling unschedules it, which releases the promise.
     let work = scheduler.schedule(after: max(0, seconds)) { promise.resolve(.fulfilled(())) }

@@ -135,4 +135,188 @@ final class CancelBagTests: XCTestCase {
             XCTAssertEqual(bag.count, 0)
         }
     }
+    // MARK: Leaving the bag
+
+    /// "Until the stored promise settles: it leaves the bag then, on the settling thread", with
+    /// no sweep: the bag holds one entry fewer before `fulfill` returns, `count` unread.
+    func testSettledChainLeavesTheBagAtOnce() {
+        let bag = CancelBag()
+        let (promise, resolver) = CancellablePromise<Int>.pending()
+        promise.store(in: bag)
+        let (finalized, finalizedResolver) = CancellablePromise<Int>.pending()
+        finalized.done(on: nil) { _ in }.catch(on: nil) { _ in }.store(in: bag)
+        XCTAssertEqual(bag.storedCount, 2)
+        resolver.fulfill(1)
+        XCTAssertEqual(bag.storedCount, 1)
+        finalizedResolver.reject(BagTestError.failed)
+        XCTAssertEqual(bag.storedCount, 0)
+    }
+
+    /// "The bag no longer holds anything of it": a settled chain's promises are freed while
+    /// the bag lives on (weak references).
+    func testSettledChainIsNotHeldByTheBag() {
+        let bag = CancelBag()
+        weak var weakStored: CancellablePromise<Int>?
+        weak var weakFinalized: CancellablePromise<Void>?
+        var resolvers: [Resolver<Int>] = []
+        do {
+            let (stored, storedResolver) = CancellablePromise<Int>.pending()
+            stored.store(in: bag)
+            weakStored = stored
+            let (head, headResolver) = CancellablePromise<Int>.pending()
+            let tail = head.done(on: nil) { _ in }
+            tail.catch(on: nil) { _ in }.store(in: bag)
+            weakFinalized = tail
+            resolvers = [storedResolver, headResolver]
+        }
+        XCTAssertNotNil(weakStored, "the bag keeps a pending chain cancellable")
+        XCTAssertNotNil(weakFinalized, "the bag keeps a pending chain cancellable")
+        for resolver in resolvers { resolver.fulfill(1) }
+        XCTAssertNil(weakStored)
+        XCTAssertNil(weakFinalized)
+        XCTAssertFalse(bag.isCancelled)
+    }
+
+    /// "Leaving costs O(1) whatever the order work ends in": chains settling oldest first leave
+    /// one by one, each as it settles.
+    func testChainsSettlingOldestFirstLeaveOneByOne() {
+        let bag = CancelBag()
+        let resolvers = storePendingChains(1_000, in: bag)
+        for (index, resolver) in resolvers.enumerated() {
+            resolver.fulfill(index)
+            XCTAssertEqual(bag.storedCount, resolvers.count - index - 1)
+        }
+        XCTAssertEqual(bag.count, 0)
+    }
+
+    /// Chains settling newest first leave one by one, each as it settles.
+    func testChainsSettlingNewestFirstLeaveOneByOne() {
+        let bag = CancelBag()
+        let resolvers = storePendingChains(1_000, in: bag)
+        for (index, resolver) in resolvers.enumerated().reversed() {
+            resolver.fulfill(index)
+            XCTAssertEqual(bag.storedCount, index)
+        }
+        XCTAssertEqual(bag.count, 0)
+    }
+
+    /// A slot freed by a settled chain, in whatever order, is the next one used: the table
+    /// never holds more slots than entries were held at once.
+    func testFreedSlotsAreReusedInAnyOrder() {
+        let bag = CancelBag()
+        var generator = SeededGenerator(seed: 11)
+        var resolvers = storePendingChains(1_000, in: bag)
+        resolvers.shuffle(using: &generator)
+        for resolver in resolvers.prefix(500) { resolver.fulfill(0) }
+        XCTAssertEqual(bag.storedCount, 500)
+        let more = storePendingChains(500, in: bag)
+        XCTAssertEqual(bag.storedCount, 1_000)
+        XCTAssertEqual(bag.slotCount, 1_000, "the new chains took the freed slots")
+        for resolver in resolvers.suffix(500) + more { resolver.fulfill(0) }
+        XCTAssertEqual(bag.storedCount, 0)
+    }
+
+    /// A bag of 200,000 pending finalizers that then settle holds nothing of them afterwards,
+    /// before anything reads `count`: no entry, no slot table beyond a few slots, no chain.
+    func testTwoHundredThousandSettledFinalizersLeaveNothingBehind() {
+        let bag = CancelBag()
+        weak var weakFirst: CancellablePromise<Void>?
+        weak var weakLast: CancellablePromise<Void>?
+        var resolvers: [Resolver<Int>] = []
+        resolvers.reserveCapacity(200_000)
+        for index in 0..<200_000 {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            let tail = promise.done(on: nil) { _ in }
+            tail.catch(on: nil) { _ in }.store(in: bag)
+            if index == 0 { weakFirst = tail }
+            if index == 199_999 { weakLast = tail }
+            resolvers.append(resolver)
+        }
+        XCTAssertEqual(bag.storedCount, 200_000)
+        XCTAssertNotNil(weakFirst, "the bag keeps pending chains cancellable")
+        for (index, resolver) in resolvers.enumerated() { resolver.fulfill(index) }
+        XCTAssertEqual(bag.storedCount, 0)
+        XCTAssertLessThanOrEqual(bag.slotCount, 16, "an emptied table frees its slots")
+        XCTAssertNil(weakFirst)
+        XCTAssertNil(weakLast)
+    }
+
+    /// A request leaves the bag when its token completes, before `cancel()` returns.
+    func testCancelledRequestLeavesTheBagAtOnce() {
+        let bag = CancelBag()
+        let request = CancellationRequest()
+        request.store(in: bag)
+        XCTAssertEqual(bag.storedCount, 1)
+        request.cancel()
+        XCTAssertEqual(bag.storedCount, 0)
+    }
+
+    /// A chain that settled before it was stored leaves at once.
+    func testSettledChainStoredLeavesAtOnce() {
+        let bag = CancelBag()
+        CancellablePromise.value(1).store(in: bag)
+        CancellablePromise<Int>(error: BagTestError.failed).catch(on: nil) { _ in }.store(in: bag)
+        XCTAssertEqual(bag.storedCount, 0)
+    }
+
+    /// `cancelAll()` racing the chains' fulfilment: each chain is either fulfilled or cancelled
+    /// (its cancel closure runs only then), and the bag ends empty.
+    func testCancelAllRacingFulfilmentCancelsOrFulfilsEachChainOnce() {
+        for round in 0..<50 {
+            let bag = CancelBag()
+            let cancels = Counter()
+            var resolvers: [Resolver<Int>] = []
+            var promises: [CancellablePromise<Int>] = []
+            for _ in 0..<200 {
+                let (promise, resolver) = Promise<Int>.pending()
+                let chain = CancellablePromise(using: promise, cancel: { cancels.increment() })
+                chain.store(in: bag)
+                promises.append(chain)
+                resolvers.append(resolver)
+            }
+            let sendableResolvers = UncheckedBox(resolvers)
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 {
+                    for (value, resolver) in sendableResolvers.value.enumerated() { resolver.fulfill(value) }
+                } else {
+                    bag.cancelAll()
+                }
+            }
+            let fulfilled = promises.filter { $0.isFulfilled }.count
+            let cancelled = promises.filter { ($0.error as? CancellablePromiseError) == .cancelled }.count
+            XCTAssertEqual(fulfilled + cancelled, 200, "round \(round)")
+            XCTAssertEqual(cancels.value, cancelled, "round \(round): a cancel closure ran for each cancelled chain")
+            XCTAssertEqual(bag.storedCount, 0, "round \(round)")
+        }
+    }
+
+    /// Chains stored and settled from several threads at once all leave the bag.
+    func testChainsStoredAndSettledFromManyThreadsAllLeave() {
+        let bag = CancelBag()
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            var resolvers: [Resolver<Int>] = []
+            for _ in 0..<2_000 {
+                let (promise, resolver) = CancellablePromise<Int>.pending()
+                promise.store(in: bag)
+                resolvers.append(resolver)
+                if resolvers.count == 50 {
+                    while let resolver = resolvers.popLast() { resolver.fulfill(0) }
+                }
+            }
+            for resolver in resolvers { resolver.fulfill(0) }
+        }
+        XCTAssertEqual(bag.storedCount, 0)
+        XCTAssertEqual(bag.count, 0)
+    }
+
+    /// `count` pending chains stored in `bag`, and their resolvers, oldest first.
+    private func storePendingChains(_ count: Int, in bag: CancelBag) -> [Resolver<Int>] {
+        (0..<count).map { _ in
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            promise.store(in: bag)
+            return resolver
+        }
+    }
 }
+
+private enum BagTestError: Error { case failed }

@@ -54,6 +54,9 @@ func registerScalingBenchmarks() {
         Benchmark("bag_settle_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
             settleBagEntriesOldestFirst(count, structures: structures, benchmark)
         }
+        Benchmark("bag_settle_newest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
+            settleBagEntriesNewestFirst(count, structures: structures, benchmark)
+        }
         Benchmark("when_while_settle_oldest_\(suffix)", configuration: configuration(seconds: 2)) { benchmark in
             settleWhenWhileOutputsOldestFirst(count, structures: structures, benchmark)
         }
@@ -282,7 +285,7 @@ func addWhileSettlingOldestFirst(
 /// `structures` long-lived `CancelBag`s, one after the other, into each of which `count`
 /// pending chains are stored while the oldest ones settle: half of them first, then one stored
 /// and the oldest pending one settled per step, then the rest settled oldest first and the bag
-/// counted (which sweeps it). Measures it all; the bags and what they held are kept until the
+/// counted (each chain leaves it as it settles). Measures it all; the bags and what they held are kept until the
 /// end.
 func settleBagEntriesOldestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
     var bags: [CancelBag] = []
@@ -301,6 +304,31 @@ func settleBagEntriesOldestFirst(_ count: Int, structures: Int, _ benchmark: Ben
     }
     benchmark.stopMeasurement()
     blackHole((bags, resolvers))
+}
+
+/// `structures` long-lived `CancelBag`s side by side, into each of which `count` pending chains
+/// are stored (every bag filled before any chain settles), then every chain settled newest
+/// first: the last bag's newest chain first, the first bag's oldest last, each leaving its bag
+/// as it settles. The same chains in the same order whatever `count`; only the bags' sizes
+/// differ. Measures it all; the bags are kept until the end.
+func settleBagEntriesNewestFirst(_ count: Int, structures: Int, _ benchmark: Benchmark) {
+    var bags: [CancelBag] = []
+    var resolvers: [Resolver<Int>] = []
+    resolvers.reserveCapacity(count * structures)
+    benchmark.startMeasurement()
+    for _ in 0..<structures {
+        let bag = CancelBag()
+        for _ in 0..<count {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            promise.store(in: bag)
+            resolvers.append(resolver)
+        }
+        bags.append(bag)
+    }
+    while let resolver = resolvers.popLast() { resolver.fulfill(0) }
+    benchmark.stopMeasurement()
+    precondition(bags.allSatisfy { $0.count == 0 }, "a settled chain stayed in its bag")
+    blackHole(bags)
 }
 
 /// `when(_:while:)` over `count` pending promises and one long-lived `cancelPromise`, the
