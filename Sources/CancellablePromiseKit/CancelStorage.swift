@@ -181,6 +181,37 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         return result
     }
 
+    /// The critical section of an event that leaves nothing to do after the lock, or hands back
+    /// what to release (`event`'s result).
+    @inline(__always)
+    private func withRootOnly<R>(_ event: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
+        let root = lockRoot()
+        defer { root.unlock() }
+        return event(root, MemberHome(self, root: root))
+    }
+
+    /// The critical section of an event with a common case that leaves nothing to do after the
+    /// lock: `common` is the state machine's event for it, which returns `false` (having changed
+    /// nothing) when the case is not the common one; `general` then decides in the same locked
+    /// section, recording into actions run after it. (Making and dropping an empty
+    /// `ChainActions` for every step would cost about 50 instructions per chain link.)
+    @inline(__always)
+    private func withRoot(
+        common: (_ root: CancelStorage, _ home: MemberHome) -> Bool,
+        general: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> Void
+    ) {
+        let root = lockRoot()
+        let home = MemberHome(self, root: root)
+        if common(root, home) {
+            root.unlock()
+            return
+        }
+        var actions = ChainActions()
+        general(root, home, &actions)
+        root.unlock()
+        if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
+    }
+
     /// Reads the root's state with its lock held.
     @inline(__always)
     private func readRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
@@ -283,23 +314,25 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         }
     }
 
-    /// Adds a step that follows `upstream`, in one locked section: reserves its slot, makes the
-    /// step with `make` (given the slot's key; it only allocates and initialises, no user code
-    /// runs under the lock), lists it, and counts the step's `CancellablePromise` as a new
-    /// handle. The step is not connected to its source yet: nothing can run its body or settle
-    /// it but this chain's cancellation, so listing it before it is connected decides
-    /// everything a settle could race with. The caller connects it. Not inlinable: the lock is
-    /// taken and released in this module; `make` is the caller's.
-    @usableFromInline func _addStep(
-        upstream: _CancelKey, isObserver: Bool, _ make: (_CancelKey) -> any CancelTarget
-    ) -> _CancelKey {
-        let key = withRoot { root, home, actions in
-            let key = root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
-            root.chain.list(key, target: make(key), in: home, into: &actions)
-            return key
+    /// Reserves the slot of a step that follows `upstream` (see `ChainState.reserve`), and
+    /// counts the step's `CancellablePromise` as a new handle. The caller makes the step with
+    /// the key (no lock held: it only allocates) and lists it with `_listStep`; nothing can
+    /// settle the step meanwhile (it is connected to its source only once listed), and a
+    /// cancellation meanwhile is decided when it is listed. Not inlinable: the lock is taken
+    /// and released in this module.
+    @usableFromInline func _reserveStep(upstream: _CancelKey, isObserver: Bool) -> _CancelKey {
+        let key = withRootOnly { root, home in
+            root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
         }
         addHandle()
         return key
+    }
+
+    /// Lists the step `target` reserved as `key` by `_reserveStep` (see `ChainState.list`).
+    @usableFromInline func _listStep(_ key: _CancelKey, target: any CancelTarget) {
+        withRoot(
+            common: { root, home in root.chain.listIfActive(key, target: target, in: home) },
+            general: { root, home, actions in root.chain.list(key, target: target, in: home, into: &actions) })
     }
 
     /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
@@ -326,18 +359,20 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         return key
     }
 
-    /// A member's promise settled (see `ChainState.memberSettled`).
+    /// A member's promise settled (see `ChainState.memberSettled`): what the member held is
+    /// released after the lock.
     @usableFromInline package func promiseDidSettle(key: UInt32) {
-        withRoot { root, home, actions in
-            root.chain.memberSettled(Int(key), in: home, into: &actions)
-        }
+        var left = withRootOnly { root, home in root.chain.memberSettled(Int(key), in: home) }
+        left.release()
     }
 
     /// Records a link of the member `key` of this storage (see `ChainState.link`).
     func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
-        withRoot { root, home, actions in
-            root.chain.link(key, link, whileBodyRuns: whileBodyRuns, in: home, into: &actions)
-        }
+        withRoot(
+            common: { root, home in root.chain.linkIfWaiting(key, link, in: home) },
+            general: { root, home, actions in
+                root.chain.link(key, link, whileBodyRuns: whileBodyRuns, in: home, into: &actions)
+            })
     }
 
     /// Makes this chain and `other`'s one (see `ChainState.join`): afterwards cancelling either

@@ -27,13 +27,9 @@ extension CancellablePromise {
         isObserver: Bool = false, _ make: (_CancelMember) -> _UnconnectedStep<U>
     ) -> CancellablePromise<U> {
         let storage = _chainStorage
-        var made: _UnconnectedStep<U>?
-        let key = storage._addStep(upstream: _key, isObserver: isObserver) { key in
-            let step = make(_CancelMember(storage: storage, key: key))
-            made = step
-            return step.promise
-        }
-        guard let step = made else { preconditionFailure("CancellablePromise.step: the step was not made") }
+        let key = storage._reserveStep(upstream: _key, isObserver: isObserver)
+        let step = make(_CancelMember(storage: storage, key: key))
+        storage._listStep(key, target: step.promise)
         let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
         promise._connect(step)
         return wrapper

@@ -20,121 +20,32 @@ import PromiseCore
 /// promise of the chain rejected before `cancel()` returns, so nothing a cancel closure causes
 /// later can change an outcome already decided.
 struct ChainActions {
-    /// `nil` until something is recorded: an event with nothing to do after the lock (listing
-    /// a member of an active chain, the common case) makes, checks and drops one word, not a
-    /// value of about 230 bytes whose every field must be released.
-    private var pending: RecordedActions?
+    // The first of each kind is kept inline: listing or settling one member, and cancelling a
+    // chain of one member (the common cases), record without allocating. Everything else goes
+    // to `more`, made on first use. Recording happens in place: a value held by an optional
+    // would be copied on every access.
+    private var singleCall: (() -> Void)?
+    /// The first rejection's released handlers (`.none` until there is one).
+    private var single: ReleasedHandlers = .none
+    /// The first member contents to release.
+    private var firstDropped: MemberContents?
+    private var more: MoreActions?
+    /// Whether anything was recorded.
+    private(set) var isEmpty = true
 
     init() {}
 
-    /// Whether nothing was recorded. (A pattern, not `== nil`, which would copy the value.)
-    var isEmpty: Bool {
-        if case .none = pending { return true }
-        return false
-    }
-
-    @inline(__always)
-    private mutating func record<R>(_ body: (inout RecordedActions) -> R) -> R {
-        if isEmpty { pending = RecordedActions() }
-        return body(&pending!)
-    }
-
-    /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
-    /// with `error`, and takes its cancel closure and links (to call and follow if the promise
-    /// was still pending, to release otherwise). Runs under the lock: this is what makes every
-    /// pending promise of the chain rejected before `cancel()` returns, whatever its cancel
-    /// closure does later. Returns whether the member's settle notification was taken care of
-    /// here (its slot can be freed); `false` when the promise had settled on its own first, so
-    /// that its own notification is still to come.
-    mutating func reject(
-        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
-        with error: any Error
-    ) -> Bool {
-        if isEmpty { pending = RecordedActions() }
-        return pending!.reject(taken, home: home, key: key, earlier: earlier, with: error)
-    }
-
-    /// Releases what a member held, after the lock.
-    mutating func release(_ taken: MemberContents) {
-        guard !taken.isEmpty else { return }
-        record { $0.release(taken) }
-    }
-
-    /// Releases `link` after the lock.
-    mutating func release(_ link: CancelLink) {
-        record { $0.release(link) }
-    }
-
-    /// Makes room for `count` more rejections at once (see `RecordedActions.reserveRejections`).
-    mutating func reserveRejections(_ count: Int) {
-        guard count > 1 else { return }
-        record { $0.reserveRejections(count) }
-    }
-
-    /// Tells `attachment` (a member's earlier attachment) that its promise settled.
-    mutating func notify(_ attachment: EarlierAttachment?) {
-        guard let attachment else { return }
-        record { $0.notify(attachment) }
-    }
-
-    /// Cancels the chains `link` reaches with `error`.
-    mutating func follow(_ link: CancelLink, error: any Error) {
-        record { $0.follow(link, error: error) }
-    }
-
-    /// Takes the next link to follow.
-    mutating func nextLink() -> (link: CancelLink, error: any Error)? {
-        if isEmpty { return nil }
-        return pending!.nextLink()
-    }
-
-    /// Releases `storages` (that left a chain's group) after the lock.
-    mutating func releaseStorages(_ storages: [CancelStorage]) {
-        guard !storages.isEmpty else { return }
-        record { $0.releaseStorages(storages) }
-    }
-
-    /// Calls `body` (a cancel closure) after the lock.
-    mutating func call(_ body: @escaping () -> Void) {
-        record { $0.call(body) }
-    }
-
-    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
-    mutating func run() {
-        if isEmpty { return }
-        pending!.run()
-        pending = nil
-    }
-
-    #if DEBUG
-    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
-    /// count the work a cancel does instead of timing it.
-    package static let rejectionListGrowths = Locked(0)
-    #endif
-}
-
-/// What was recorded (see `ChainActions`).
-private struct RecordedActions {
-    private var calls: [() -> Void] = []
-    private var singleCall: (() -> Void)?
-    private var released: [ReleasedHandlers] = []
-    /// The first rejection's released handlers, kept inline (`.none` until there is one).
-    private var single: ReleasedHandlers = .none
     private var hasSingle: Bool {
         if case .none = single { return false }
         return true
     }
-    /// Links to follow, each with the error the chains it reaches are cancelled with.
-    private var links: [(link: CancelLink, error: any Error)] = []
-    private var dropped: [MemberContents] = []
-    /// The first thing to release, kept inline: settling one promise releases one member's
-    /// contents without allocating an array.
-    private var firstDropped: MemberContents?
-    private var notified: [EarlierAttachment] = []
-    /// Storages that left a chain's group (released after the lock).
-    private var releasedStorages: [CancelStorage] = []
 
-    init() {}
+    private mutating func makeMore() -> MoreActions {
+        if let more { return more }
+        let made = MoreActions()
+        more = made
+        return made
+    }
 
     /// Rejects a member's promise (`taken.target`, known to its attachment `home` by `key`)
     /// with `error`, and takes its cancel closure and links (to call and follow if the promise
@@ -147,6 +58,7 @@ private struct RecordedActions {
         _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
         with error: any Error
     ) -> Bool {
+        isEmpty = false
         let body = taken.cancelBody
         let link = taken.link
         guard let target = taken.target else {
@@ -179,16 +91,23 @@ private struct RecordedActions {
         }
         if let body { call(body) }
         if let link { follow(link, error: error) }
-        if !hasSingle { single = consume unblocked } else { released.append(consume unblocked) }
+        if !hasSingle { single = consume unblocked } else { makeMore().released.append(consume unblocked) }
         return true
     }
 
+    /// Releases what a member held, after the lock.
     mutating func release(_ taken: MemberContents) {
-        if taken.cancelBody != nil || taken.link != nil || taken.target != nil { drop(taken) }
+        if !taken.isEmpty { drop(taken) }
     }
 
+    /// Releases `link` after the lock.
     mutating func release(_ link: CancelLink) {
         drop(.init(cancelBody: nil, link: link, target: nil))
+    }
+
+    private mutating func drop(_ released: MemberContents) {
+        isEmpty = false
+        if case .none = firstDropped { firstDropped = released } else { makeMore().dropped.append(released) }
     }
 
     /// Makes room for `count` more rejections at once (a chain's worth), instead of growing the
@@ -197,86 +116,117 @@ private struct RecordedActions {
     /// the whole growing list every time (quadratic in the chains reached).
     mutating func reserveRejections(_ count: Int) {
         guard count > 1 else { return }
-        let needed = released.count + count
-        guard needed > released.capacity else { return }
-        released.reserveCapacity(max(needed, 2 * released.capacity))
+        let more = makeMore()
+        let needed = more.released.count + count
+        guard needed > more.released.capacity else { return }
+        more.released.reserveCapacity(max(needed, 2 * more.released.capacity))
         #if DEBUG
         ChainActions.rejectionListGrowths.withLock { $0 += 1 }
         #endif
     }
 
-
-    private mutating func drop(_ released: MemberContents) {
-        if case .none = firstDropped { firstDropped = released } else { dropped.append(released) }
-    }
-
-    mutating func notify(_ attachment: EarlierAttachment) {
-        notified.append(attachment)
+    /// Tells `attachment` (a member's earlier attachment) that its promise settled.
+    mutating func notify(_ attachment: EarlierAttachment?) {
+        guard let attachment else { return }
+        isEmpty = false
+        makeMore().notified.append(attachment)
     }
 
     /// Cancels the chains `link` reaches with `error`.
     mutating func follow(_ link: CancelLink, error: any Error) {
-        links.append((link, error))
+        isEmpty = false
+        makeMore().links.append((link, error))
     }
 
     /// Takes the next link to follow.
     mutating func nextLink() -> (link: CancelLink, error: any Error)? {
-        links.popLast()
+        more?.links.popLast()
     }
 
     /// Releases `storages` (that left a chain's group) after the lock.
     mutating func releaseStorages(_ storages: [CancelStorage]) {
         guard !storages.isEmpty else { return }
-        if releasedStorages.isEmpty {
-            releasedStorages = storages
+        isEmpty = false
+        let more = makeMore()
+        if more.releasedStorages.isEmpty {
+            more.releasedStorages = storages
         } else {
-            releasedStorages.append(contentsOf: storages)
+            more.releasedStorages.append(contentsOf: storages)
         }
     }
 
+    /// Calls `body` (a cancel closure) after the lock.
     mutating func call(_ body: @escaping () -> Void) {
-        if case .none = singleCall { singleCall = body } else { calls.append(body) }
+        isEmpty = false
+        if case .none = singleCall { singleCall = body } else { makeMore().calls.append(body) }
     }
 
-    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
+    /// Tells earlier attachments, calls the cancel closures, then runs the released handlers,
+    /// then releases the rest.
     mutating func run() {
-        for earlier in notified { earlier.attachment.promiseDidSettle(key: earlier.key) }
-        notified = []
+        if let more {
+            for earlier in more.notified { earlier.attachment.promiseDidSettle(key: earlier.key) }
+            more.notified = []
+        }
         singleCall?()
         singleCall = nil
-        for body in calls { body() }
-        calls = []
+        if let more {
+            for body in more.calls { body() }
+            more.calls = []
+        }
         if hasSingle {
             var first = ReleasedHandlers.none
             swap(&first, &single)
             drain(consuming: first)
         }
-        if !released.isEmpty {
+        if let more, !more.released.isEmpty {
             // Each value is swapped out, in order, and handed over: iterating or popping would
             // copy every `ReleasedHandlers` (a retain and a release per reference in it).
             var list: [ReleasedHandlers] = []
-            swap(&list, &released)
+            swap(&list, &more.released)
             for index in list.indices {
                 var unblocked = ReleasedHandlers.none
                 swap(&unblocked, &list[index])
                 drain(consuming: unblocked)
             }
         }
+        // Links are released through `LinkRelease` (without recursing), the rest as it goes.
+        var links: [CancelLink] = []
         if let link = firstDropped?.link {
-            // Links are released through `LinkRelease`, with the others below.
             firstDropped?.link = nil
-            dropped.append(.init(cancelBody: nil, link: link, target: nil))
+            links.append(link)
         }
         firstDropped = nil
-        guard !dropped.isEmpty else { return }
-        var links: [CancelLink] = []
-        for index in dropped.indices {
-            if let link = dropped[index].link {
-                links.append(link)
-                dropped[index].link = nil
+        if let more, !more.dropped.isEmpty {
+            for index in more.dropped.indices {
+                if let link = more.dropped[index].link {
+                    links.append(link)
+                    more.dropped[index].link = nil
+                }
             }
+            more.dropped = []
         }
-        dropped = []
         if !links.isEmpty { LinkRelease.release(&links) }
     }
+
+    #if DEBUG
+    /// How many times `reserveRejections` grew a list, in this process (debug builds only): tests
+    /// count the work a cancel does instead of timing it.
+    package static let rejectionListGrowths = Locked(0)
+    #endif
+}
+
+/// What `ChainActions` records beyond the first of each kind: made on first use, by the cancel of
+/// a chain of several members, a link, a group's storages.
+private final class MoreActions {
+    // No dynamic exclusivity checks (they cost about 100 instructions per member of a cancelled
+    // chain): the object belongs to one `ChainActions` value, used by one thread at a time.
+    @exclusivity(unchecked) var calls: [() -> Void] = []
+    @exclusivity(unchecked) var released: [ReleasedHandlers] = []
+    /// Links to follow, each with the error the chains it reaches are cancelled with.
+    @exclusivity(unchecked) var links: [(link: CancelLink, error: any Error)] = []
+    @exclusivity(unchecked) var dropped: [MemberContents] = []
+    @exclusivity(unchecked) var notified: [EarlierAttachment] = []
+    /// Storages that left a chain's group (released after the lock).
+    @exclusivity(unchecked) var releasedStorages: [CancelStorage] = []
 }

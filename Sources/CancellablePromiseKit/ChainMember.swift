@@ -39,6 +39,24 @@ struct MemberContents {
     var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
 }
 
+/// What a member that left its chain held, and the attachment its promise had before it was
+/// listed: released and told after the lock (see `ChainState.memberSettled`).
+struct LeftMember {
+    var contents = MemberContents()
+    var earlier: EarlierAttachment?
+
+    /// Tells the earlier attachment that the promise settled, and releases what the member held;
+    /// its link through `LinkRelease`, without recursing.
+    mutating func release() {
+        if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
+        if let link = contents.link {
+            contents.link = nil
+            var links = [link]
+            LinkRelease.release(&links)
+        }
+    }
+}
+
 /// Another attachment of a member's promise (the one it had before it was listed), told when
 /// the promise settles, with the key it knows the promise by.
 struct EarlierAttachment {

@@ -120,6 +120,21 @@ struct ChainState {
         return key
     }
 
+    /// `list`'s common case: in an active chain the member is listed, with nothing to do after
+    /// the lock. `false`, changing nothing, in every other phase.
+    mutating func listIfActive(_ key: _CancelKey, target: any CancelTarget, in home: MemberHome) -> Bool {
+        guard case .active = phase else { return false }
+        let index = Int(key.index)
+        withTable(home) { table in
+            guard case .reserved = table.state(index) else {
+                preconditionFailure("ChainState.list: the slot is not reserved")
+            }
+            table.setTarget(index, target)
+            table.setState(index, .listed)
+        }
+        return true
+    }
+
     /// Lists the member reserved as `key`, whose promise is `target`. In an active chain it is
     /// listed (nothing to do after the lock). In a cancelled chain a step or an observer is
     /// left for its upstream promise to pass the cancellation on (or, if that fulfilled, for
@@ -128,17 +143,8 @@ struct ChainState {
     mutating func list(
         _ key: _CancelKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions
     ) {
+        if listIfActive(key, target: target, in: home) { return }
         let index = Int(key.index)
-        if case .active = phase {
-            withTable(home) { table in
-                guard case .reserved = table.state(index) else {
-                    preconditionFailure("ChainState.list: the slot is not reserved")
-                }
-                table.setTarget(index, target)
-                table.setState(index, .listed)
-            }
-            return
-        }
         switch phase {
         case .active:
             break
@@ -189,23 +195,42 @@ struct ChainState {
     // MARK: Members leaving
 
     /// The promise of slot `index` in `home`'s table settled: the slot is freed (unless it is no
-    /// longer in use: a settle reported twice changes nothing), what it held released after the
-    /// lock, and the attachment the promise had before it was listed is told.
-    mutating func memberSettled(_ index: Int, in home: MemberHome, into actions: inout ChainActions) {
-        withTable(home) { table in
-            guard index < table.slotCount else { return }
+    /// longer in use: a settle reported twice changes nothing), and what it held is handed back,
+    /// with the attachment the promise had before it was listed, to release and tell after the
+    /// lock. (Returned rather than recorded in `ChainActions`: settling is the most frequent
+    /// event, and it never calls a closure or follows a link.)
+    mutating func memberSettled(_ index: Int, in home: MemberHome) -> LeftMember {
+        let left = withTable(home) { table -> LeftMember in
+            guard index < table.slotCount else { return LeftMember() }
             switch table.state(index) {
             case .listed, .detached:
-                actions.release(table.take(index))
-                actions.notify(table.takeEarlier(index))
+                let left = LeftMember(contents: table.take(index), earlier: table.takeEarlier(index))
                 table.free(index)
+                return left
             case .reserved:
                 preconditionFailure("ChainState.memberSettled: a member reports only once listed")
             case .free:
-                break
+                return LeftMember()
             }
         }
         noteIfEmptied(home)
+        return left
+    }
+
+    /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` while it
+    /// does. `false`, changing nothing, in every other case.
+    mutating func linkIfWaiting(_ key: _CancelKey, _ link: CancelLink, in home: MemberHome) -> Bool {
+        guard case .active = phase else { return false }
+        return withTable(home) { table in
+            guard let index = table.index(of: key) else { return false }
+            switch table.state(index) {
+            case .reserved, .listed:
+                table.addLink(index, link)
+                return true
+            case .free, .detached:
+                return false
+            }
+        }
     }
 
     /// Records `link` for the member `key` (a step whose body returned a pending cancellable

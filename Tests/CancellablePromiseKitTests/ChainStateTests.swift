@@ -153,9 +153,7 @@ private struct Chain {
     /// Fulfils `member`'s promise and reports it settled.
     mutating func settle(_ member: Member) -> ChainActions {
         member.resolver.fulfill(1)
-        var actions = ChainActions()
-        state.memberSettled(member.index, in: home, into: &actions)
-        return actions
+        return recorded(state.memberSettled(member.index, in: home))
     }
 
     mutating func link(_ member: Member, _ link: CancelLink, whileBodyRuns: Bool) -> ChainActions {
@@ -253,6 +251,15 @@ private func assertNotCalled(_ probe: Probe, file: StaticString = #filePath, lin
 private func assertReleasedUncalled(_ probe: Probe, file: StaticString = #filePath, line: UInt = #line) {
     XCTAssertEqual(probe.calls, 0, "not called", file: file, line: line)
     XCTAssertTrue(probe.isReleased, "released", file: file, line: line)
+}
+
+/// What a member that left holds, as the actions that release it after the lock (what the
+/// storage does with `memberSettled`'s result).
+private func recorded(_ left: LeftMember) -> ChainActions {
+    var actions = ChainActions()
+    actions.release(left.contents)
+    actions.notify(left.earlier)
+    return actions
 }
 
 private func assertNothingRecorded(_ actions: ChainActions, file: StaticString = #filePath, line: UInt = #line) {
@@ -445,8 +452,7 @@ final class ChainStateTests: XCTestCase {
         assertDetached(member, in: chain.table)
         actions.run()
         assertReleasedUncalled(member.cancel)
-        var notification = ChainActions()
-        chain.state.memberSettled(member.index, in: chain.home, into: &notification)
+        _ = recorded(chain.state.memberSettled(member.index, in: chain.home))
         XCTAssertEqual(chain.table.inUse, 0)
     }
 
@@ -787,8 +793,7 @@ final class ChainStateTests: XCTestCase {
         // Each settles when the observer ahead passes the cancellation on, and frees its slot.
         for member in [observer, behind, further] {
             member.resolver.reject(error)
-            var settling = ChainActions()
-            chain.state.memberSettled(member.index, in: home, into: &settling)
+            _ = recorded(chain.state.memberSettled(member.index, in: home))
             assertFreed(member, in: chain.table)
         }
         XCTAssertEqual(chain.table.inUse, 0)
@@ -830,8 +835,7 @@ final class ChainStateTests: XCTestCase {
         actions.run()
         assertReleasedUncalled(member.cancel)
 
-        var again = ChainActions()
-        chain.state.memberSettled(member.index, in: chain.home, into: &again)
+        let again = recorded(chain.state.memberSettled(member.index, in: chain.home))
         assertNothingRecorded(again)
         XCTAssertEqual(chain.table.inUse, 1)
         assertListed(chain.members[1], in: chain.table)
