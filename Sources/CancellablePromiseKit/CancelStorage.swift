@@ -9,11 +9,13 @@ import PromiseCore
 //   Links, finalizers, bags and `autoCancel` combinators hold a promise of the chain as their
 //   handle (`_CancelHandle`).
 // - `CancelStorage` is the chain's shared state, behind one lock: a `ChainState` (the state
-//   machine, ChainState.swift) whose `SlotTable` has a slot per pending promise of the chain.
-//   The storage decides nothing: it finds and locks the chain's root (`withRoot`), calls one
-//   event of the root's state machine, unlocks, and runs the `ChainActions` the event recorded. Handles count
-//   themselves in their storage, atomically (a promise going away takes no lock unless it is
-//   the last handle); when the last handle goes away the chain is *abandoned*: its
+//   machine, ChainState.swift) whose `SlotTable` (SlotTable.swift) has a slot per pending
+//   promise of the chain. The storage decides nothing: it finds and locks the chain's root
+//   (`withRoot` and its two lighter forms), calls one event of the root's state machine,
+//   unlocks, and runs what the event recorded (`ChainActions`, ChainActions.swift). Nothing
+//   else takes a chain's lock. Handles count themselves in their storage, atomically
+//   (CancelHandle.swift: a promise going away takes no lock unless it is the last handle);
+//   when the last handle goes away the chain is *abandoned*: its
 //   members drop their promises, cancel closures and links (uncalled), so nothing but the work
 //   itself (a resolver, an upstream promise) keeps the promises alive, and abandoned work that
 //   nothing can settle is freed like any unreferenced promise.

@@ -126,8 +126,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
         self._key = .none
     }
 
-    /// Wraps `promise`, a step that `storage._addStep` listed as `key` and counted as the handle
-    /// this promise is.
+    /// Wraps `promise`, a step that `storage._reserveStep` reserved as `key` (counting the handle
+    /// this promise is) and `storage._listStep` listed.
     @inlinable
     init(listedStep promise: Promise<T>, storage: CancelStorage, key: _CancelKey) {
         self.promise = promise

@@ -16,6 +16,11 @@ import PromiseCore
 /// (measured with callgrind). Only what must be done is recorded here: the inputs of an event
 /// (its error, call site, a chain links must not reach) are its parameters.
 ///
+/// Two events have a common case with nothing to record, decided without a `ChainActions` at all
+/// (`ChainState.listIfActive`, `linkIfWaiting`), and a member that settled is handed back as a
+/// `LeftMember` to release: they are the events of every chain link, and making and dropping an
+/// empty value for each cost about 50 instructions a link.
+///
 /// Rejecting is the one step that acts under the lock (`reject`): it is what makes every pending
 /// promise of the chain rejected before `cancel()` returns, so nothing a cancel closure causes
 /// later can change an outcome already decided.
