@@ -212,8 +212,7 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
 /// What the completion handler of a piece of work's source captures: it reports the result, and
 /// from its `deinit` that the handler was released (after the source settled, or unsettled when
 /// nothing can settle the source any more: only an abandoned follower waited on it).
-private final class InFlightSourceWatch<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: every property is immutable; the coalescer is thread-safe and guards the entry.
+private final class InFlightSourceWatch<Key: Hashable & Sendable, Value>: Sendable {
     private let coalescer: InFlightCoalescer<Key, Value>
     private let entry: InFlightWork<Key, Value>
 

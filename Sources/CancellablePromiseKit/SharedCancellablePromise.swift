@@ -182,18 +182,16 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
 /// The lock and state of one ``SharedCancellablePromise``: held by the handle and by the
 /// source's completion handler (which keeps the resolvers of abandoned followers until the
 /// source settles). Events decide under the lock and run their actions after unlocking.
-final class SharedWorkStorage<T>: @unchecked Sendable {
-    // @unchecked: `work` is only reached through its lock (`withLock`); a `LockStorage` cannot be
-    // declared `Sendable` (a `ManagedBuffer`).
-    /// The state machine and its lock (PromiseCore's `LockStorage`).
-    private let work: LockStorage<SharedWork<T>>
+final class SharedWorkStorage<T>: Sendable {
+    /// The state machine and its lock (PromiseCore's `Locked`).
+    private let work: Locked<SharedWork<T>>
 
     init(_ source: CancellablePromise<T>) {
-        work = .create(value: SharedWork(phase: .running(source)))
+        work = Locked(SharedWork(phase: .running(source)))
     }
 
     @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        work.withLockedValue(body)
+        work.withLock(body)
     }
 
     func join(_ resolver: Resolver<T>) -> SharedWork<T>.Joining {

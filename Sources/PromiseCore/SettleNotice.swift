@@ -5,7 +5,7 @@
 // watching code is not specialized for the promise's value type).
 
 /// The owner of settle notices: told, by a key of its own, that a promise it watches settled.
-package protocol SettleNoticeOwner: AnyObject {
+package protocol SettleNoticeOwner: AnyObject, Sendable {
     /// Called once per notice, synchronously on the thread that settled the promise, outside
     /// every lock (from the loop that runs the promise's handlers), or on the thread adding
     /// the notice if the promise had settled already.
@@ -13,10 +13,8 @@ package protocol SettleNoticeOwner: AnyObject {
 }
 
 /// A handler that tells its owner, held weakly, the key it was made with.
-final class SettleNotice: PromiseHandler, @unchecked Sendable {
-    // @unchecked: `key` is immutable; `owner` is written once, in `init`, and only loaded
-    // afterwards (the runtime loads weak references atomically).
-    private weak var owner: (any SettleNoticeOwner)?
+final class SettleNotice: PromiseHandler, Sendable {
+    private weak let owner: (any SettleNoticeOwner)?
     private let key: UInt64
 
     init(owner: any SettleNoticeOwner, key: UInt64) {

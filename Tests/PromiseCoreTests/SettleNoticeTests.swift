@@ -41,10 +41,13 @@ final class SettleNoticeTests: XCTestCase {
 }
 
 private final class NoticeOwner: SettleNoticeOwner {
-    var keys: [UInt64] = []
+    private let received = Locked<[UInt64]>([])
+
+    /// The keys of the notices received, in order.
+    var keys: [UInt64] { received.withLock { $0 } }
 
     func promiseDidSettle(noticeKey: UInt64) {
-        keys.append(noticeKey)
+        received.withLock { $0.append(noticeKey) }
     }
 }
 
