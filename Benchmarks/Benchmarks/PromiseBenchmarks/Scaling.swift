@@ -128,7 +128,7 @@ func pendingStepLoop(steps: Int, _ benchmark: Benchmark) {
 /// `structures` times, `count` contexts joined into one with `cancellize(cancelContext:)`. A
 /// join merges the chain with fewer pending promises into the other (union by size). The shared
 /// chain is alternately the receiving and the other side of the join (`a` and `b` of
-/// `CancelState.join`): a single-promise chain is joined into the shared context
+/// `ChainState.join`): a single-promise chain is joined into the shared context
 /// (`single.cancellize(cancelContext: shared)`), then the shared chain's promise is joined into
 /// a fresh two-promise chain (`sharedMember.cancellize(cancelContext: fresh)`). The shared chain
 /// is merged into the other one only by the first join, while it is not yet the larger;
