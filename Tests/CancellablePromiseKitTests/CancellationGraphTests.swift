@@ -51,11 +51,7 @@ final class CancellationGraphTests: XCTestCase {
             tail = head.map(on: nil) { $0 }.map(on: nil) { $0 }
         }
         XCTAssertNotNil(weakHead)
-        tail?.cancel()
-        XCTAssertEqual(called.value, 1)
-        XCTAssertEqual(tail?.error as? CancellablePromiseError, .cancelled)
-        tail = nil
-        XCTAssertNil(weakHead)
+        assertCancellingThenDroppingFrees(&tail, called: called) { weakHead }
     }
 
     func testWrapperWhoseBodyNeverSettlesIsFreedWithItsCancelPromiseFulfilled() {
@@ -205,6 +201,20 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertEqual(chain.error as? CancellablePromiseError, .cancelled)
     }
 
+    /// Cancels `chain`, whose far end has a cancel closure counting on `called` (`farEnd` reads a
+    /// weak reference to it): checks the closure ran once and the chain is rejected with the
+    /// cancellation, then drops the chain and checks its far end was freed with it.
+    private func assertCancellingThenDroppingFrees(
+        _ chain: inout CancellablePromise<Int>?, called: Counter, farEnd: () -> AnyObject?,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        chain?.cancel()
+        XCTAssertEqual(called.value, 1, file: file, line: line)
+        XCTAssertEqual(chain?.error as? CancellablePromiseError, .cancelled, file: file, line: line)
+        chain = nil
+        XCTAssertNil(farEnd(), file: file, line: line)
+    }
+
     /// Builds `depth` chains, each waiting on the next one through a `then` body: returns the
     /// outermost chain and the innermost task's promise.
     private func linkedChains(
@@ -232,11 +242,7 @@ final class CancellationGraphTests: XCTestCase {
             weakInnermost = chains.innermost
         }
         XCTAssertNotNil(weakInnermost, "the outer chain can cancel it")
-        outer?.cancel()
-        XCTAssertEqual(called.value, 1)
-        XCTAssertEqual(outer?.error as? CancellablePromiseError, .cancelled)
-        outer = nil
-        XCTAssertNil(weakInnermost)
+        assertCancellingThenDroppingFrees(&outer, called: called) { weakInnermost }
     }
 
     func testDeepLinkChainIsAbandonedIterativelyWhenDropped() {

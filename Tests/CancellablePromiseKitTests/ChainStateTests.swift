@@ -162,6 +162,18 @@ private struct Chain {
         return actions
     }
 
+    /// Links a new probe's task from the first member, once while its body runs and once not,
+    /// each time from the state the chain has now; hands the actions and the probe to `check`.
+    mutating func linkFromTheFirstMemberWhileItsBodyRunsAndNot(_ check: (inout ChainActions, Probe) -> Void) {
+        let saved = state
+        for whileBodyRuns in [true, false] {
+            state = saved
+            let linked = Probe()
+            var actions = link(members[0], .task(linked.makeBody()), whileBodyRuns: whileBodyRuns)
+            check(&actions, linked)
+        }
+    }
+
     mutating func cancelLoser(_ member: Member, sharesChainWithWinner: Bool) -> ChainActions {
         var actions = ChainActions()
         state.cancelLoser(
@@ -533,11 +545,7 @@ final class ChainStateTests: XCTestCase {
         var chain = Chain(members: 1)
         var cancelling = chain.cancel(with: error).actions
         cancelling.run()
-        let saved = chain.state
-        for whileBodyRuns in [true, false] {
-            chain.state = saved
-            let linked = Probe()
-            var actions = chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: whileBodyRuns)
+        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { actions, linked in
             assertFollowed(&actions, linked, with: error)
         }
     }
@@ -561,11 +569,7 @@ final class ChainStateTests: XCTestCase {
         var chain = Chain(members: 1)
         var abandoning = chain.releaseLastHandle()
         abandoning.run()
-        let saved = chain.state
-        for whileBodyRuns in [true, false] {
-            chain.state = saved
-            let linked = Probe()
-            var actions = chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: whileBodyRuns)
+        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { actions, linked in
             assertLinkReleased(&actions, linked)
         }
     }

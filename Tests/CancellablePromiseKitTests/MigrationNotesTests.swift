@@ -74,6 +74,18 @@ final class MigrationNotesTests: XCTestCase {
 
     // MARK: A body running when its chain is cancelled
 
+    /// Waits until a body running on `queue` signals `started`, runs `cancel` while the body
+    /// waits for `release`, then releases it and waits until the body has returned.
+    private func cancelOnceTheBodyStarted(
+        started: DispatchSemaphore, release: DispatchSemaphore, queue: DispatchQueue, cancel: () -> Void,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(started.wait(timeout: .now() + 10), .success, file: file, line: line)
+        cancel()
+        release.signal()
+        queue.sync {}
+    }
+
     /// A `map` body already running on another thread when the chain is cancelled completes,
     /// its result is discarded (the chain stays rejected with the cancellation), and the bodies
     /// after it never run.
@@ -95,10 +107,7 @@ final class MigrationNotesTests: XCTestCase {
             return value
         }
         resolver.fulfill(1)
-        XCTAssertEqual(started.wait(timeout: .now() + 10), .success)
-        last.cancel()
-        release.signal()
-        queue.sync {}  // the body has returned
+        cancelOnceTheBodyStarted(started: started, release: release, queue: queue) { last.cancel() }
         XCTAssertTrue(completed.value, "the running body completed")
         XCTAssertEqual(waitForError(mapped) as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(last.error as? CancellablePromiseError, .cancelled)
@@ -120,10 +129,7 @@ final class MigrationNotesTests: XCTestCase {
             return returned
         }
         resolver.fulfill(1)
-        XCTAssertEqual(started.wait(timeout: .now() + 10), .success)
-        chain.cancel()
-        release.signal()
-        queue.sync {}
+        cancelOnceTheBodyStarted(started: started, release: release, queue: queue) { chain.cancel() }
         XCTAssertEqual(task.cancelCount, 1, "the returned promise's task was cancelled")
         XCTAssertEqual(chain.error as? CancellablePromiseError, .cancelled)
     }

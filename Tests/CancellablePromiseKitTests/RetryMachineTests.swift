@@ -30,6 +30,16 @@ final class RetryMachineTests: XCTestCase {
         XCTAssertNil(state.endStarting())
     }
 
+    /// A state whose first attempt was rejected and that decided to retry it after a wait of
+    /// one second (the wait's timer not yet reported).
+    private func makeStateWaitingToRetryAfterAFailedFirstAttempt() -> RetryState<Int> {
+        var state = makeState()
+        start(1, in: &state)
+        _ = state.settled(1, .rejected(Flaky(attempt: 1)), maxAttempts: 3)
+        _ = state.decided(1, error: Flaky(attempt: 1), retry: true, wait: 1, hasQueue: false)
+        return state
+    }
+
     /// The error the result is settled with, if the actions settle it with one.
     private func rejection(_ actions: RetryActions<Int>) -> Error? {
         if case .rejected(let error)? = actions.settle?.1 { return error }
@@ -108,10 +118,7 @@ final class RetryMachineTests: XCTestCase {
     /// (the scheduler then holds nothing) and rejects the result with `.cancelled`.
     func testCancelDuringTheWaitUnschedulesTheTimerAndRejects() {
         let scheduler = TestScheduler()
-        var state = makeState()
-        start(1, in: &state)
-        _ = state.settled(1, .rejected(Flaky(attempt: 1)), maxAttempts: 3)
-        _ = state.decided(1, error: Flaky(attempt: 1), retry: true, wait: 1, hasQueue: false)
+        var state = makeStateWaitingToRetryAfterAFailedFirstAttempt()
         let timer = scheduler.schedule(after: 1) {}
         _ = state.timerStarted(timer, before: 2)
 
@@ -130,10 +137,7 @@ final class RetryMachineTests: XCTestCase {
     /// soon as it is reported.
     func testTimerReportedAfterTheCancelIsStoppedAtOnce() {
         let scheduler = TestScheduler()
-        var state = makeState()
-        start(1, in: &state)
-        _ = state.settled(1, .rejected(Flaky(attempt: 1)), maxAttempts: 3)
-        _ = state.decided(1, error: Flaky(attempt: 1), retry: true, wait: 1, hasQueue: false)
+        var state = makeStateWaitingToRetryAfterAFailedFirstAttempt()
         _ = state.cancel()
         let timer = scheduler.schedule(after: 1) {}
         let reported = state.timerStarted(timer, before: 2)

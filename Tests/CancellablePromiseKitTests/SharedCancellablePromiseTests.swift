@@ -48,13 +48,20 @@ final class FollowerOutcome: @unchecked Sendable {
 struct SharedTestError: Error, Equatable {}
 
 final class SharedCancellablePromiseTests: XCTestCase {
+    /// A pending source task shared, and the first two followers asked of it.
+    private func makeSharedSourceWithTwoFollowers() -> (
+        task: SharedSourceTask, shared: SharedCancellablePromise<Int>,
+        first: CancellablePromise<Int>, second: CancellablePromise<Int>
+    ) {
+        let task = SharedSourceTask()
+        let shared = task.promise.shared()
+        return (task, shared, shared.follower(), shared.follower())
+    }
+
     // MARK: Settling
 
     func testFollowersSettleWithTheSourceValue() {
-        let task = SharedSourceTask()
-        let shared = task.promise.shared()
-        let first = shared.follower()
-        let second = shared.follower()
+        let (task, shared, first, second) = makeSharedSourceWithTwoFollowers()
         XCTAssertEqual(shared.followerCount, 2)
         task.resolver.fulfill(7)
         XCTAssertEqual(first.value, 7)
@@ -75,10 +82,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     }
 
     func testEachFollowerIsAChainOfItsOwn() {
-        let task = SharedSourceTask()
-        let shared = task.promise.shared()
-        let first = shared.follower()
-        let second = shared.follower()
+        let (task, _, first, second) = makeSharedSourceWithTwoFollowers()
         XCTAssertFalse(first.cancelContext === second.cancelContext)
         XCTAssertFalse(first.cancelContext === task.promise.cancelContext)
     }
@@ -109,10 +113,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     // MARK: Cancelling
 
     func testCancellingOneFollowerRejectsOnlyItAndTheSourceGoesOn() {
-        let task = SharedSourceTask()
-        let shared = task.promise.shared()
-        let first = shared.follower()
-        let second = shared.follower()
+        let (task, shared, first, second) = makeSharedSourceWithTwoFollowers()
         first.cancel()
         XCTAssertEqual(first.error as? CancellablePromiseError, .cancelled)
         XCTAssertTrue(second.isPending)
@@ -124,10 +125,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     }
 
     func testCancellingTheLastFollowerCancelsTheSourceOnce() {
-        let task = SharedSourceTask()
-        let shared = task.promise.shared()
-        let first = shared.follower()
-        let second = shared.follower()
+        let (task, shared, first, second) = makeSharedSourceWithTwoFollowers()
         second.cancel()
         first.cancel()
         XCTAssertEqual(task.cancelCount.value, 1, "cancelled before the last cancel() returned")

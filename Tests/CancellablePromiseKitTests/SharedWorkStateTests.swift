@@ -67,6 +67,16 @@ final class SharedWorkStateTests: XCTestCase {
         return key
     }
 
+    /// Joins two followers to `work` and cancels the first; returns the cancelled one's key.
+    private func joinTwoFollowersAndCancelTheFirst(
+        _ work: inout SharedWork<Int>, file: StaticString = #filePath, line: UInt = #line
+    ) -> FollowerKey {
+        let first = assertJoins(&work, file: file, line: line)
+        _ = assertJoins(&work, file: file, line: line)
+        _ = work.cancel(first)
+        return first
+    }
+
     private func assertPhase(
         _ work: SharedWork<Int>, _ kind: PhaseKind, followers: Int,
         file: StaticString = #filePath, line: UInt = #line
@@ -162,9 +172,7 @@ final class SharedWorkStateTests: XCTestCase {
     /// Cancelling a follower that left already does nothing; the machine tried on is a copy.
     func testCancellingAFollowerTwiceDoesNothing() {
         var work = running(makeSource())
-        let key = assertJoins(&work)
-        _ = assertJoins(&work)
-        _ = work.cancel(key)
+        let key = joinTwoFollowersAndCancelTheFirst(&work)
         var copy = work
         assertNoAction(copy.cancel(key))
         assertPhase(copy, .running, followers: 1)
@@ -174,9 +182,7 @@ final class SharedWorkStateTests: XCTestCase {
     /// A key of a follower that left names nothing once its slot holds a newer follower.
     func testAStaleKeyDoesNotRemoveTheFollowerThatReusedItsSlot() {
         var work = running(makeSource())
-        let old = assertJoins(&work)
-        _ = assertJoins(&work)
-        _ = work.cancel(old)
+        let old = joinTwoFollowersAndCancelTheFirst(&work)
         let newer = assertJoins(&work)
         XCTAssertEqual(newer.slot, old.slot, "the freed slot is reused")
         XCTAssertNotEqual(newer.generation, old.generation)
@@ -238,9 +244,7 @@ final class SharedWorkStateTests: XCTestCase {
     /// ran) does nothing: the follower left already.
     func testAbandoningACancelledFollowerDoesNothing() {
         var work = running(makeSource())
-        let cancelled = assertJoins(&work)
-        _ = assertJoins(&work)
-        _ = work.cancel(cancelled)
+        let cancelled = joinTwoFollowersAndCancelTheFirst(&work)
         XCTAssertNil(work.abandon(cancelled).sourceToRelease)
         assertPhase(work, .running, followers: 1)
     }

@@ -10,44 +10,49 @@ import XCTest
 final class TokenStorageTests: XCTestCase {
     private let rounds = 200_000
 
+    /// Derives `rounds` tokens from `root`'s token with `derive`, each handed a new probe that
+    /// counts when it is freed, and drops each at once: checks that the last of them and every
+    /// probe were freed, and that `root`'s token keeps no handler for them.
+    private func assertDroppedDerivedTokensAreFreedWithTheirProbes(
+        of root: CancellationRequest, _ derive: (CancellationToken, DeinitProbe) -> CancellationToken,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        let freed = Counter()
+        weak var last: CancellationToken?
+        for _ in 0..<rounds {
+            let probe = DeinitProbe { freed.increment() }
+            let derived = derive(root.token, probe)
+            last = derived
+        }
+        XCTAssertNil(last, file: file, line: line)
+        XCTAssertEqual(freed.value, rounds, file: file, line: line)
+        XCTAssertEqual(root.token.pendingHandlerCount, 0, file: file, line: line)
+    }
+
     // MARK: Dropped derived tokens are freed
 
     func testDroppedMappedTokensAreFreedWithWhatTheirTransformCaptured() {
         let root = CancellationRequest()
-        let freed = Counter()
         let transforms = Counter()
-        weak var last: CancellationToken?
-        for _ in 0..<rounds {
-            let probe = DeinitProbe { freed.increment() }
-            let mapped = root.token.map {
+        assertDroppedDerivedTokensAreFreedWithTheirProbes(of: root) { token, probe in
+            token.map {
                 probe.touch()
                 transforms.increment()
                 return true
             }
-            last = mapped
         }
-        XCTAssertNil(last)
-        XCTAssertEqual(freed.value, rounds)
-        XCTAssertEqual(root.token.pendingHandlerCount, 0)
         root.cancel()
         XCTAssertEqual(transforms.value, 0)
     }
 
     func testDroppedFlatMappedTokensAreFreedWithWhatTheirTransformCaptured() {
         let root = CancellationRequest()
-        let freed = Counter()
-        weak var last: CancellationToken?
-        for _ in 0..<rounds {
-            let probe = DeinitProbe { freed.increment() }
-            let flat = root.token.flatMap {
+        assertDroppedDerivedTokensAreFreedWithTheirProbes(of: root) { token, probe in
+            token.flatMap {
                 probe.touch()
                 return CancellationToken.none
             }
-            last = flat
         }
-        XCTAssertNil(last)
-        XCTAssertEqual(freed.value, rounds)
-        XCTAssertEqual(root.token.pendingHandlerCount, 0)
     }
 
     func testDroppedFlatMappedTokensFollowingALongLivedTokenAreFreed() {

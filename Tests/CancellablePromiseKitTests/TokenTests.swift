@@ -4,6 +4,15 @@ import Foundation
 import XCTest
 
 final class TokenTests: XCTestCase {
+    /// A queue named `label` that carries `value` under the returned key, so that a closure can
+    /// check that it runs on it.
+    private func makeMarkedQueue(label: String, value: Int) -> (DispatchQueue, DispatchSpecificKey<Int>) {
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: label)
+        queue.setSpecific(key: key, value: value)
+        return (queue, key)
+    }
+
     // MARK: State
 
     func testNewTokenIsPendingAndCancelCompletesItCancelled() {
@@ -76,9 +85,7 @@ final class TokenTests: XCTestCase {
     }
 
     func testOnCancelWithQueueRunsOnThatQueue() {
-        let key = DispatchSpecificKey<Int>()
-        let queue = DispatchQueue(label: "token.handler")
-        queue.setSpecific(key: key, value: 42)
+        let (queue, key) = makeMarkedQueue(label: "token.handler", value: 42)
         let request = CancellationRequest()
         let ran = expectation(description: "handler ran on its queue")
         request.token.onCancel(on: queue) {
@@ -125,9 +132,7 @@ final class TokenTests: XCTestCase {
     }
 
     func testOnCompleteWithQueueRunsOnThatQueue() {
-        let key = DispatchSpecificKey<Int>()
-        let queue = DispatchQueue(label: "token.complete")
-        queue.setSpecific(key: key, value: 7)
+        let (queue, key) = makeMarkedQueue(label: "token.complete", value: 7)
         let request = CancellationRequest()
         let ran = expectation(description: "onComplete ran on its queue")
         request.token.onComplete(on: queue) { cancelled in

@@ -33,16 +33,25 @@ private func produce(value: Int, _ completion: @escaping (Int) -> Void) {
 }
 
 final class DeprecatedSpellingTests: XCTestCase {
+    /// Checks a `wrap` of a callback that reports an optional value and an optional error:
+    /// `wrapping(value, nil)` fulfils with `value`, `wrapping(value, Stop())` rejects with `Stop`,
+    /// and `wrapping(nil, nil)` rejects with `PMKError.invalidCallingConvention`.
+    private func assertWrap(
+        fulfilling value: Int, _ wrapping: (Int?, Error?) -> Promise<Int>,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(wrapping(value, nil).value, value, file: file, line: line)
+        XCTAssertEqual(wrapping(value, Stop()).error as? Stop, Stop(), file: file, line: line)
+        XCTAssertEqual(pmkCase(wrapping(nil, nil).error), "invalidCallingConvention", file: file, line: line)
+    }
+
     // MARK: wrap
 
     /// `wrap` with `(T?, Error?)`: the value fulfils, the error rejects, both `nil` rejects with
     /// `PMKError.invalidCallingConvention`.
     @available(*, deprecated)
     func testWrapOfAnOptionalValueAndError() {
-        XCTAssertEqual(wrap { fetch(value: 3, error: nil, $0) }.value, 3)
-        XCTAssertEqual(wrap { fetch(value: 3, error: Stop(), $0) }.error as? Stop, Stop())
-        let neither: Promise<Int> = wrap { fetch(value: nil, error: nil, $0) }
-        XCTAssertEqual(pmkCase(neither.error), "invalidCallingConvention")
+        assertWrap(fulfilling: 3) { value, error in wrap { fetch(value: value, error: error, $0) } }
     }
 
     /// `wrap` with `(T, Error?)`: the error rejects, else the value fulfils.
@@ -56,10 +65,7 @@ final class DeprecatedSpellingTests: XCTestCase {
     /// `PMKError.invalidCallingConvention`.
     @available(*, deprecated)
     func testWrapOfTheErrorFirst() {
-        XCTAssertEqual(wrap { fetchErrorFirst(value: 5, error: nil, $0) }.value, 5)
-        XCTAssertEqual(wrap { fetchErrorFirst(value: 5, error: Stop(), $0) }.error as? Stop, Stop())
-        let neither: Promise<Int> = wrap { fetchErrorFirst(value: nil, error: nil, $0) }
-        XCTAssertEqual(pmkCase(neither.error), "invalidCallingConvention")
+        assertWrap(fulfilling: 5) { value, error in wrap { fetchErrorFirst(value: value, error: error, $0) } }
     }
 
     /// `wrap` with `(Error?)`: `nil` fulfils a `Promise<Void>`, an error rejects.

@@ -19,6 +19,12 @@ final class ProcessPromiseTests: XCTestCase {
         process("/bin/sh", "-c", script)
     }
 
+    /// Cancels `promise`, which runs `child`, and waits until `child` has exited.
+    private func cancel<T>(_ promise: CancellablePromise<T>, thenWaitUntilExitOf child: Process) {
+        promise.cancel()
+        child.waitUntilExit()
+    }
+
     /// The process state letter from /proc (for example "S", or "Z" for a zombie), or `nil` once
     /// the process is gone (reaped).
     private func procState(_ pid: Int32) -> String? {
@@ -151,10 +157,9 @@ final class ProcessPromiseTests: XCTestCase {
         let scheduler = TestScheduler()
         let child = process("/bin/sleep", "30")
         let running = child.run(.promise, killAfter: 5, scheduler: scheduler).cancellize()
-        running.cancel()
-        // The SIGKILL was scheduled (unless the process already exited: then it is unscheduled
-        // at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
-        child.waitUntilExit()
+        // The cancel schedules the SIGKILL (unless the process already exited: then it is
+        // unscheduled at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
+        cancel(running, thenWaitUntilExitOf: child)
         XCTAssertEqual(child.terminationStatus, SIGTERM)
         XCTAssertTrue(eventually(seconds: 5) { scheduler.pendingCount == 0 }, "the SIGKILL was left scheduled")
     }
@@ -164,10 +169,9 @@ final class ProcessPromiseTests: XCTestCase {
         let scheduler = TestScheduler()
         let child = process("/bin/sleep", "30")
         let launched = child.launch(.promise, killAfter: 5, scheduler: scheduler).cancellize()
-        launched.cancel()
-        // The SIGKILL was scheduled (unless the process already exited: then it is unscheduled
-        // at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
-        child.waitUntilExit()
+        // The cancel schedules the SIGKILL (unless the process already exited: then it is
+        // unscheduled at once); see testCancelKillsAProcessThatIgnoresSIGTERM.
+        cancel(launched, thenWaitUntilExitOf: child)
         XCTAssertTrue(eventually(seconds: 5) { scheduler.pendingCount == 0 }, "the SIGKILL was left scheduled")
     }
 
