@@ -135,7 +135,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     func lockRoot() -> CancelStorage {
         // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
         lock()
-        guard case .forwarded = forwarding else { return self }
+        guard case .forwarded = own.pointee.forwarding else { return self }
         unlock()
         return lockForwardedRoot()
     }

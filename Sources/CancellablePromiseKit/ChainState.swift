@@ -125,13 +125,7 @@ struct ChainState {
     mutating func listIfActive(_ key: _CancelKey, target: any CancelTarget, in home: MemberHome) -> Bool {
         guard case .active = phase else { return false }
         let index = Int(key.index)
-        withTable(home) { table in
-            guard case .reserved = table.state(index) else {
-                preconditionFailure("ChainState.list: the slot is not reserved")
-            }
-            table.setTarget(index, target)
-            table.setState(index, .listed)
-        }
+        withTable(home) { $0.listReserved(index, target: target) }
         return true
     }
 

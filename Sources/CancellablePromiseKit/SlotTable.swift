@@ -123,6 +123,16 @@ struct SlotTable {
         withSlot(index) { $0.state = state }
     }
 
+    /// Lists the reserved slot `index`, whose promise is `target`, in one access to the slot.
+    mutating func listReserved(_ index: Int, target: any CancelTarget) {
+        withSlot(index) { slot in
+            guard case .reserved = slot.state else { preconditionFailure("SlotTable.listReserved: not reserved") }
+            slot.contents.target = target
+            slot.state = .listed
+        }
+        listedCount += 1
+    }
+
     /// Sets the promise slot `index` rejects when its chain is cancelled.
     mutating func setTarget(_ index: Int, _ target: any CancelTarget) {
         withSlot(index) { $0.contents.target = target }
