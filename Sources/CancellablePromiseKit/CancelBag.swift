@@ -9,7 +9,7 @@ import PromiseCore
 // under the lock whether to keep the entry or cancel it at once; `cancelAll()` takes the entries
 // out under the lock and cancels them after releasing it.
 //
-// Entries live in a slot table with a free list (`BagTable`), so an entry leaves in O(1) in
+// Entries live in a slot table with a free list (`KeyedSlots`), so an entry leaves in O(1) in
 // any order, and `count` is the table's count. Work that can tell when it is over leaves the
 // bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
 // chain when its promise settles (a settle notice on the promise: one allocation, see
@@ -87,7 +87,7 @@ public final class CancelBag: Sendable {
 
     private struct State {
         var isCancelled = false
-        var table = BagTable()
+        var table = KeyedSlots<Item>(keptWhenEmpty: 16)
         /// The keys of the weakly held objects' entries, which nothing removes when the object
         /// goes away: checked when there are `checkWeakAt` of them, and by `count`.
         var weakKeys: [BagKey] = []
@@ -113,9 +113,9 @@ public final class CancelBag: Sendable {
         mutating func dropReleasedObjects(into dropped: inout [Item]) {
             var kept: [BagKey] = []
             for key in weakKeys {
-                if table.item(key)?.isReleasedObject == true {
+                if table.element(key)?.isReleasedObject == true {
                     if let item = table.remove(key) { dropped.append(item) }
-                } else if table.item(key) != nil {
+                } else if table.element(key) != nil {
                     kept.append(key)
                 }
             }
@@ -234,108 +234,8 @@ extension CancelBag: SettleNoticeOwner {
     }
 }
 
-/// An entry's place in a ``BagTable``: its slot, and the ticket the entry got when it was
-/// added, so a key outlives its entry harmlessly (a later entry in the same slot has another
-/// ticket). Tickets count in 32 bits, wrapping: a key is only ever used by the one remover of
-/// its entry (a settle notice, a token handler, a task), or after `cancelAll()`, when nothing
-/// is added any more, so no stale key can meet an entry with the same ticket.
-private struct BagKey: Sendable {
-    let slot: UInt32
-    let ticket: UInt32
-
-    init(slot: UInt32, ticket: UInt32) {
-        self.slot = slot
-        self.ticket = ticket
-    }
-
-    /// The key as a settle notice carries it.
-    init(packed: UInt64) {
-        slot = UInt32(truncatingIfNeeded: packed >> 32)
-        ticket = UInt32(truncatingIfNeeded: packed)
-    }
-
-    var packed: UInt64 { UInt64(slot) << 32 | UInt64(ticket) }
-}
-
-/// A bag's entries: a slot table with a free list, so adding and removing cost O(1) in any
-/// order and the count is stored. It keeps its slots until it is empty, then frees them (but
-/// for a few).
-private struct BagTable {
-    private struct Slot {
-        /// The entry; `nil` while the slot is free.
-        var item: CancelBag.Item?
-        var ticket: UInt32
-        /// The next free slot while this one is free; -1 ends the list.
-        var nextFree: Int32
-    }
-
-    /// An empty table keeps up to this many slots (a bag that holds one entry at a time does
-    /// not allocate each time); more are freed.
-    static let keptWhenEmpty = 16
-
-    private var slots: [Slot] = []
-    private var firstFree: Int32 = -1
-    private var lastTicket: UInt32 = 0
-    /// The number of entries.
-    private(set) var count = 0
-
-    var slotCount: Int { slots.count }
-
-    mutating func add(_ item: CancelBag.Item) -> BagKey {
-        count += 1
-        lastTicket &+= 1
-        if firstFree >= 0 {
-            let index = Int(firstFree)
-            firstFree = slots[index].nextFree
-            slots[index].item = item
-            slots[index].ticket = lastTicket
-            return BagKey(slot: UInt32(index), ticket: lastTicket)
-        }
-        precondition(slots.count < Int(Int32.max), "CancelBag: too many entries at once")
-        slots.append(Slot(item: item, ticket: lastTicket, nextFree: -1))
-        return BagKey(slot: UInt32(slots.count - 1), ticket: lastTicket)
-    }
-
-    /// The entry `key` names, if it is still there.
-    func item(_ key: BagKey) -> CancelBag.Item? {
-        let index = Int(key.slot)
-        guard index < slots.count, slots[index].ticket == key.ticket else { return nil }
-        return slots[index].item
-    }
-
-    /// Removes the entry `key` names and returns it; `nil` if it left already. The last entry
-    /// to leave frees the slots.
-    mutating func remove(_ key: BagKey) -> CancelBag.Item? {
-        let index = Int(key.slot)
-        guard index < slots.count, slots[index].ticket == key.ticket, let item = slots[index].item else {
-            return nil
-        }
-        count -= 1
-        if count == 0, slots.count > BagTable.keptWhenEmpty {
-            // Tickets keep counting: a stale key never names a later entry.
-            slots = []
-            firstFree = -1
-            return item
-        }
-        slots[index].item = nil
-        slots[index].nextFree = firstFree
-        firstFree = Int32(index)
-        return item
-    }
-
-    /// Empties the table and returns every entry, in slot order.
-    mutating func removeAll() -> [CancelBag.Item] {
-        var items: [CancelBag.Item] = []
-        items.reserveCapacity(count)
-        for slot in slots {
-            if let item = slot.item { items.append(item) }
-        }
-        slots = []
-        firstFree = -1
-        count = 0
-        return items
-    }
-}
+/// An entry's place in the bag's table.
+private typealias BagKey = SlotKey
 
 // MARK: - store(in:)
 

@@ -17,81 +17,13 @@ import PromiseCore
 // after unlocking: resolvers to settle, the source to cancel, objects to release (a released
 // promise or resolver may run user code in deinits, so nothing is dropped under the lock).
 
-/// A follower's place in a ``FollowerTable``: its slot and that slot's generation when it was
-/// added (a slot reused by a later follower has another generation).
-struct FollowerKey: Equatable, Sendable {
-    let slot: Int32
-    let generation: UInt32
-}
+/// A follower's place in the followers' table.
+typealias FollowerKey = SlotKey
 
-/// The resolvers of the followers of one piece of shared work: a slot table with a free list,
-/// so adding and removing cost O(1) in any order, and the table never holds more slots than
-/// followers were waiting at once.
-///
-/// Not generic: it holds each resolver as an object (`SharedWork` casts it back), so the table's
-/// code is compiled once, specialized, rather than run through generic array code for every
-/// value type.
-struct FollowerTable {
-    private struct Slot {
-        /// The follower's resolver; `nil` while the slot is free.
-        var resolver: AnyObject?
-        var generation: UInt32
-        /// The next free slot while this one is free; -1 ends the list.
-        var nextFree: Int32
-    }
-
-    private var slots: [Slot] = []
-    private var firstFree: Int32 = -1
-    /// The number of followers in the table.
-    private(set) var count = 0
-
-    mutating func add(_ resolver: AnyObject) -> FollowerKey {
-        count += 1
-        if firstFree >= 0 {
-            let index = Int(firstFree)
-            firstFree = slots[index].nextFree
-            slots[index].resolver = resolver
-            return FollowerKey(slot: Int32(index), generation: slots[index].generation)
-        }
-        precondition(slots.count < Int(Int32.max), "SharedCancellablePromise: too many followers at once")
-        slots.append(Slot(resolver: resolver, generation: 0, nextFree: -1))
-        return FollowerKey(slot: Int32(slots.count - 1), generation: 0)
-    }
-
-    /// Whether the follower `key` names is in the table.
-    func contains(_ key: FollowerKey) -> Bool {
-        let index = Int(key.slot)
-        return index >= 0 && index < slots.count && slots[index].generation == key.generation
-            && slots[index].resolver != nil
-    }
-
-    /// Removes the follower `key` names and returns its resolver; `nil` if it left already.
-    mutating func remove(_ key: FollowerKey) -> AnyObject? {
-        let index = Int(key.slot)
-        guard index < slots.count, slots[index].generation == key.generation,
-            let resolver = slots[index].resolver
-        else { return nil }
-        slots[index].resolver = nil
-        slots[index].generation &+= 1
-        slots[index].nextFree = firstFree
-        firstFree = Int32(index)
-        count -= 1
-        return resolver
-    }
-
-    /// Empties the table and returns every follower's resolver, in slot order.
-    mutating func removeAll() -> [AnyObject] {
-        var resolvers: [AnyObject] = []
-        resolvers.reserveCapacity(count)
-        for slot in slots {
-            if let resolver = slot.resolver { resolvers.append(resolver) }
-        }
-        slots = []
-        firstFree = -1
-        count = 0
-        return resolvers
-    }
-}
+/// The resolvers of the followers of one piece of shared work (see `KeyedSlots`). It holds
+/// each resolver as an object (`SharedWork` casts it back), so the table's code is compiled
+/// once, specialized, rather than run through generic array code for every value type.
+typealias FollowerTable = KeyedSlots<AnyObject>
 
 /// The result of settled shared work, kept for followers made later. A box, so that `SharedWork`
 /// has the same layout whatever `T` is: the state machine runs unspecialized in the library, and
@@ -161,7 +93,7 @@ struct SharedWork<T> {
 
     private(set) var phase: Phase
     /// The resolvers (`Resolver<T>`) of the followers waiting, abandoned ones included.
-    private var followers = FollowerTable()
+    private var followers = FollowerTable(keptWhenEmpty: 16)
 
     init(phase: Phase) {
         self.phase = phase
