@@ -39,35 +39,6 @@ struct ModelRunSettings {
     }
 }
 
-/// A small, fast, seedable generator (SplitMix64): the same seed gives the same round.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func chance(_ probability: Double) -> Bool {
-        Double.random(in: 0..<1, using: &self) < probability
-    }
-
-    mutating func int(_ range: ClosedRange<Int>) -> Int {
-        Int.random(in: range, using: &self)
-    }
-
-    mutating func element<C: Collection>(of collection: C) -> C.Element? {
-        collection.randomElement(using: &self)
-    }
-}
-
 // MARK: - Outcomes
 
 /// What a promise settled with, as plain data the model can predict.

@@ -9,34 +9,7 @@ import FoundationNetworking
 /// PromiseKit's helpers for reading a response: `String(data:urlResponse:)` and
 /// `PMKHTTPError`'s `decodeResponse(_:decoder:)` and `jsonDictionary`, against the test server
 /// (`/text` answers with a body in the charset asked for) and with responses made here.
-final class ResponseTextTests: XCTestCase {
-    private static let serverBox = SendableBox<TestServer?>(nil)
-
-    override class func setUp() {
-        super.setUp()
-        serverBox.value = try? TestServer.start()
-    }
-
-    override class func tearDown() {
-        serverBox.value?.stop()
-        serverBox.value = nil
-        super.tearDown()
-    }
-
-    private var server: TestServer!
-    private var session: URLSession!
-
-    override func setUpWithError() throws {
-        server = try XCTUnwrap(Self.serverBox.value, "the test server did not start (is python3 installed?)")
-        session = URLSession(configuration: .ephemeral)
-    }
-
-    override func tearDown() {
-        session.invalidateAndCancel()
-        session = nil
-        server = nil
-    }
-
+final class ResponseTextTests: LocalServerTestCase {
     private func textURL(_ text: String, charset: String? = nil, type: String? = nil, status: Int? = nil) -> URL {
         var components = URLComponents(url: server.url("/text"), resolvingAgainstBaseURL: false)!
         components.queryItems =

@@ -8,34 +8,7 @@ import FoundationNetworking
 
 /// URLSession promises against a real HTTP server on 127.0.0.1 (`Server/server.py`), started
 /// once for this class and stopped in `tearDown()` of the class.
-final class URLSessionPromiseTests: XCTestCase {
-    private static let serverBox = SendableBox<TestServer?>(nil)
-
-    override class func setUp() {
-        super.setUp()
-        serverBox.value = try? TestServer.start()
-    }
-
-    override class func tearDown() {
-        serverBox.value?.stop()
-        serverBox.value = nil
-        super.tearDown()
-    }
-
-    private var server: TestServer!
-    private var session: URLSession!
-
-    override func setUpWithError() throws {
-        server = try XCTUnwrap(Self.serverBox.value, "the test server did not start (is python3 installed?)")
-        session = URLSession(configuration: .ephemeral)
-    }
-
-    override func tearDown() {
-        session.invalidateAndCancel()
-        session = nil
-        server = nil
-    }
-
+final class URLSessionPromiseTests: LocalServerTestCase {
     private func temporaryFile(_ name: String = "download") -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("pf-\(name)-\(freshID())")
         addTeardownBlock { try? FileManager.default.removeItem(at: url) }

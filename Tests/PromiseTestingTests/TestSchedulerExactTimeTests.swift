@@ -94,7 +94,7 @@ final class TestSchedulerExactTimeTests: XCTestCase {
     /// "`schedule(after: d)` then `advance(by: d)` always runs the work, whatever `d` and
     /// `now`", sub-nanosecond fractions included.
     func testScheduleThenAdvanceBySameDelayAlwaysRunsTheWork() {
-        var generator = SplitMix64(seed: 42)
+        var generator = SeededGenerator(seed: 42)
         for _ in 0..<1_000 {
             let start = Double.random(in: -1e6...1e6, using: &generator)
             let delay = Double.random(in: 0...1e4, using: &generator)
@@ -192,19 +192,4 @@ final class TestSchedulerExactTimeTests: XCTestCase {
 /// An object whose lifetime a test observes through a weak reference.
 private final class ExactTimeProbe: Sendable {
     func touch() {}
-}
-
-/// A small seeded generator, so the random times of a test are the same on every run.
-private struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
