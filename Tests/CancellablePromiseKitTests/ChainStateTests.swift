@@ -59,12 +59,12 @@ private final class SettledAtTheEnd {
 /// A member listed by hand: its key, its pending promise and the resolver that settles it, and
 /// the probe of its cancel closure (a step has none: the probe's closure is never made).
 private struct Member {
-    let key: _CancelKey
+    let key: SlotKey
     let promise: Promise<Int>
     private let settlement: SettledAtTheEnd
     let cancel: Probe
 
-    init(key: _CancelKey, promise: Promise<Int>, resolver: Resolver<Int>, cancel: Probe) {
+    init(key: SlotKey, promise: Promise<Int>, resolver: Resolver<Int>, cancel: Probe) {
         self.key = key
         self.promise = promise
         self.settlement = SettledAtTheEnd(resolver)
@@ -72,7 +72,7 @@ private struct Member {
     }
 
     var resolver: Resolver<Int> { settlement.resolver }
-    var index: Int { Int(key.index) }
+    var index: Int { Int(key.slot) }
 }
 
 extension ChainState {
@@ -130,7 +130,7 @@ private struct Chain {
     var members: [Member] = []
 
     var home: MemberHome { MemberHome(root, root: root) }
-    var table: SlotTable { state.table }
+    var table: MemberTable { state.table }
 
     /// A chain with `count` members, each with a cancel closure and no upstream.
     init(members count: Int) {
@@ -214,14 +214,14 @@ private func rootAbsorbing(_ count: Int) -> (root: CancelStorage, absorbed: [Can
 // MARK: - Assertions
 
 private func assertListed(
-    _ member: Member, in table: SlotTable, file: StaticString = #filePath, line: UInt = #line
+    _ member: Member, in table: MemberTable, file: StaticString = #filePath, line: UInt = #line
 ) {
     XCTAssertEqual(table.listedIndex(of: member.key), member.index, "listed", file: file, line: line)
     XCTAssertTrue(member.promise.isPending, "a listed member's promise is pending", file: file, line: line)
 }
 
 private func assertDetached(
-    _ member: Member, in table: SlotTable, file: StaticString = #filePath, line: UInt = #line
+    _ member: Member, in table: MemberTable, file: StaticString = #filePath, line: UInt = #line
 ) {
     guard let index = table.index(of: member.key) else {
         return XCTFail("expected detached, the slot is free", file: file, line: line)
@@ -231,7 +231,7 @@ private func assertDetached(
 
 /// The member's slot is free: its key names nothing any more.
 private func assertFreed(
-    _ member: Member, in table: SlotTable, file: StaticString = #filePath, line: UInt = #line
+    _ member: Member, in table: MemberTable, file: StaticString = #filePath, line: UInt = #line
 ) {
     XCTAssertNil(table.index(of: member.key), "the key is stale", file: file, line: line)
     XCTAssertNil(table.listedIndex(of: member.key), file: file, line: line)

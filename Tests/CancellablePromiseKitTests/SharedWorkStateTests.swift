@@ -62,7 +62,7 @@ final class SharedWorkStateTests: XCTestCase {
         let joining = work.join(resolver ?? makeResolver())
         guard case .joined(let key) = joining else {
             XCTFail("expected the follower to join, got \(joining)", file: file, line: line)
-            return FollowerKey(slot: .max, ticket: 0)
+            return FollowerKey(slot: .max, generation: 0)
         }
         return key
     }
@@ -185,7 +185,7 @@ final class SharedWorkStateTests: XCTestCase {
         let old = joinTwoFollowersAndCancelTheFirst(&work)
         let newer = assertJoins(&work)
         XCTAssertEqual(newer.slot, old.slot, "the freed slot is reused")
-        XCTAssertNotEqual(newer.ticket, old.ticket)
+        XCTAssertNotEqual(newer.generation, old.generation)
         assertNoAction(work.cancel(old))
         XCTAssertEqual(work.followerCount, 2)
     }

@@ -9,7 +9,7 @@ import PromiseCore
 // under the lock whether to keep the entry or cancel it at once; `cancelAll()` takes the entries
 // out under the lock and cancels them after releasing it.
 //
-// Entries live in a slot table with a free list (`KeyedSlots`), so an entry leaves in O(1) in
+// Entries live in a slot table with a free list (`SlotTable`), so an entry leaves in O(1) in
 // any order, and `count` is the table's count. Work that can tell when it is over leaves the
 // bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
 // chain when its promise settles (a settle notice on the promise: one allocation, see
@@ -59,7 +59,7 @@ public final class CancelBag: Sendable {
         /// A chain's handle, until `promise` settles.
         case chain(any _CancelHandle, until: any CancelTarget)
         /// A chain's handle, until the promise listed as `key` in it settles.
-        case member(any _CancelHandle, _CancelKey)
+        case member(any _CancelHandle, SlotKey)
         case context(CancelContext)
         case request(CancellationRequest)
         case task(@Sendable () -> Void)
@@ -87,7 +87,7 @@ public final class CancelBag: Sendable {
 
     private struct State {
         var isCancelled = false
-        var table = KeyedSlots<Item>(keptWhenEmpty: 16)
+        var table = SlotTable<Item?>()
         /// The keys of the weakly held objects' entries, which nothing removes when the object
         /// goes away: checked when there are `checkWeakAt` of them, and by `count`.
         var weakKeys: [BagKey] = []

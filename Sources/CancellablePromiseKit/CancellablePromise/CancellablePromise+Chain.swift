@@ -59,7 +59,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 value -> CancellablePromise<U> in
                 let next = try body(value)
                 member.link(next)
@@ -78,7 +78,7 @@ extension CancellablePromise {
         _ body: @escaping (T) throws -> U
     ) -> CancellablePromise<U.T> {
         step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.index) { value -> U in
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { value -> U in
                 let next = try body(value)
                 member.link(next)
                 return next
@@ -95,7 +95,7 @@ extension CancellablePromise {
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index, transform)
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot, transform)
         }
     }
 
@@ -107,7 +107,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<U> {
         step { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.slot
             ) { result in
                 switch result {
                 case .rejected(let error): return .result(.rejected(error))
@@ -125,7 +125,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { member in promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index, body)
+        step { member in promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot, body)
         }
     }
 
@@ -137,7 +137,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> {
         step { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.slot
             ) { result in
                 if case .fulfilled(let value) = result { try body(value) }
                 return .result(result)
@@ -155,7 +155,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
             ) { result in
                 body(result)
                 return .result(member.passOn(result))
@@ -195,7 +195,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> where U.T == T {
         step { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.slot
             ) { result in
                 guard case .rejected(let error) = result, policy._catches(error) else {
                     return .result(result)
@@ -225,7 +225,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
             ) { result in
                 body()
                 return .result(member.passOn(result))
@@ -242,7 +242,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
             ) { result in
                 .settleAs(
                     body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
@@ -263,7 +263,7 @@ extension CancellablePromise {
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
             ) { result in
                 .settleAs(
                     body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
@@ -291,7 +291,7 @@ extension CancellablePromise where T == Void {
     ) -> CancellablePromise<Void> {
         step { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.slot
             ) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
@@ -308,7 +308,7 @@ extension CancellablePromise where T == Void {
     ) -> CancellablePromise<Void> {
         step { member in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.index
+                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.slot
             ) { result in
                 guard case .rejected(let error) = result, policy._catches(error) else {
                     return .result(result)

@@ -13,7 +13,7 @@ extension CancellablePromise where T: Sequence {
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 try $0.map(transform)
             }
         }
@@ -26,7 +26,7 @@ extension CancellablePromise where T: Sequence {
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 try $0.flatMap(transform)
             }
         }
@@ -39,7 +39,7 @@ extension CancellablePromise where T: Sequence {
         _ transform: @escaping (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 try $0.compactMap(transform)
             }
         }
@@ -64,7 +64,7 @@ extension CancellablePromise where T: Sequence {
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
         step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 values -> Promise<[U.T]> in
                 let thenables = try values.map(transform)
                 for thenable in thenables { member.link(thenable) }
@@ -98,7 +98,7 @@ extension CancellablePromise where T: Sequence {
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) {
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
                 $0.filter(isIncluded)
             }
         }
@@ -118,7 +118,7 @@ extension CancellablePromise where T: Collection {
         where test: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) { collection in
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { collection in
                 guard let first = collection.first(where: test) else { throw PMKError.emptySequence }
                 return first
             }
@@ -138,7 +138,7 @@ extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {
         step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.index) { $0.sorted() }
+            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { $0.sorted() }
         }
     }
 }

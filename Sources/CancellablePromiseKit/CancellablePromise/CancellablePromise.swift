@@ -82,7 +82,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
 
     /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
     /// has left the chain).
-    @usableFromInline let _key: _CancelKey
+    @usableFromInline let _key: SlotKey
 
     deinit {
         _storage?.releaseHandle()
@@ -96,7 +96,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     @inlinable
     init(
         member promise: Promise<T>, storage: CancelStorage, newChain: Bool, context: CancelContext? = nil,
-        upstream: _CancelKey? = nil, cancel: (() -> Void)?
+        upstream: SlotKey? = nil, cancel: (() -> Void)?
     ) {
         self.promise = promise
         self._storage = storage
@@ -129,7 +129,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// Wraps `promise`, a step that `storage._reserveStep` reserved as `key` (counting the handle
     /// this promise is) and `storage._listStep` listed.
     @inlinable
-    init(listedStep promise: Promise<T>, storage: CancelStorage, key: _CancelKey) {
+    init(listedStep promise: Promise<T>, storage: CancelStorage, key: SlotKey) {
         self.promise = promise
         self._storage = storage
         self._key = key

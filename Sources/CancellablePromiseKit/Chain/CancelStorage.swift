@@ -9,7 +9,7 @@ import PromiseCore
 //   Links, finalizers, bags and `autoCancel` combinators hold a promise of the chain as their
 //   handle (`_CancelHandle`).
 // - `CancelStorage` is the chain's shared state, behind one lock: a `ChainState` (the state
-//   machine, ChainState.swift) whose `SlotTable` (SlotTable.swift) has a slot per pending
+//   machine, ChainState.swift) whose `MemberTable` (MemberTable.swift) has a slot per pending
 //   promise of the chain. The storage decides nothing: it finds and locks the chain's root
 //   (`withRoot` and its two lighter forms), calls one event of the root's state machine,
 //   unlocks, and runs what the event recorded (`ChainActions`, ChainActions.swift). Nothing
@@ -24,7 +24,7 @@ import PromiseCore
 //   asks "may member k's body start?". The slot holds the promise, its cancel closure, the chain
 //   it waits on (a *link*) and the key of its upstream step; all of that is dropped when the
 //   promise settles, is cancelled, or is abandoned, so no cycle outlives the work. What a member
-//   is outside the table is an immutable key (`_CancelKey`: slot and generation), held by its
+//   is outside the table is an immutable key (`SlotKey`: slot and generation), held by its
 //   `CancellablePromise`, by the steps downstream and by the step's body (`_CancelMember`).
 //   A slot is freed only once its promise will never report to it again (its settle
 //   notification arrived, or was taken care of when a cancellation rejected it under the lock),
@@ -270,7 +270,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     }
 
     /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
-    func isListed(_ key: _CancelKey) -> Bool {
+    func isListed(_ key: SlotKey) -> Bool {
         readRoot { _ in chain.table.isListed(key) }
     }
 
@@ -300,7 +300,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
 
     /// Cancels the chain if the member `key` of this storage is still listed (see
     /// `ChainState.cancelIfListed`): one lock for the check and the cancellation.
-    func cancel(ifListed key: _CancelKey) {
+    func cancel(ifListed key: SlotKey) {
         withRoot { root, home, actions in
             root.chain.cancelIfListed(key, in: home, root: root, into: &actions)
         }
@@ -309,7 +309,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// Cancels a loser of an `autoCancel` combinator, the member `key` of this storage, under
     /// one lock (see `ChainState.cancelLoser`); `winnerRoot` is the root of the winner's chain.
     /// Links followed never reach the winner's chain (a loser may wait on the winner).
-    func cancelLoser(_ key: _CancelKey, winnerRoot: CancelStorage) {
+    func cancelLoser(_ key: SlotKey, winnerRoot: CancelStorage) {
         withRoot(excluding: winnerRoot) { root, home, actions in
             root.chain.cancelLoser(
                 key, in: home, sharesChainWithWinner: root === winnerRoot, root: root, into: &actions)
@@ -322,7 +322,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// settle the step meanwhile (it is connected to its source only once listed), and a
     /// cancellation meanwhile is decided when it is listed. Not inlinable: the lock is taken
     /// and released in this module.
-    @usableFromInline func _reserveStep(upstream: _CancelKey, isObserver: Bool) -> _CancelKey {
+    @usableFromInline func _reserveStep(upstream: SlotKey, isObserver: Bool) -> SlotKey {
         let key = withRootOnly { root, home in
             root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
         }
@@ -331,7 +331,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     }
 
     /// Lists the step `target` reserved as `key` by `_reserveStep` (see `ChainState.list`).
-    @usableFromInline func _listStep(_ key: _CancelKey, target: any CancelTarget) {
+    @usableFromInline func _listStep(_ key: SlotKey, target: any CancelTarget) {
         withRoot(
             common: { root, home in root.chain.listIfActive(key, target: target, in: home) },
             general: { root, home, actions in root.chain.list(key, target: target, in: home, into: &actions) })
@@ -343,13 +343,13 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// `addingHandle`: the new member's `CancellablePromise` is a new handle of this storage
     /// (not its creator, which the storage counts from the start).
     @usableFromInline func _add(
-        _ promise: any CancelTarget, upstream: _CancelKey?, cancel: (() -> Void)?, addingHandle: Bool
-    ) -> _CancelKey {
+        _ promise: any CancelTarget, upstream: SlotKey?, cancel: (() -> Void)?, addingHandle: Bool
+    ) -> SlotKey {
         if addingHandle { addHandle() }
         var previous: (any PromiseAttachment)?
         let key = withRoot { root, home, actions in
             let key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: cancel)
-            let outcome = promise.replaceAttachment(with: self, key: key.index)
+            let outcome = promise.replaceAttachment(with: self, key: key.slot)
             previous = outcome.previous
             root.chain.attach(
                 key, target: promise, attached: outcome.attached, previous: outcome.previous,
@@ -369,7 +369,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     }
 
     /// Records a link of the member `key` of this storage (see `ChainState.link`).
-    func link(_ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool) {
+    func link(_ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool) {
         withRoot(
             common: { root, home in root.chain.linkIfWaiting(key, link, in: home) },
             general: { root, home, actions in

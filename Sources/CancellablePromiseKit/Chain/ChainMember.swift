@@ -1,30 +1,12 @@
 import PromiseCore
 
 // A member of a chain, as everything outside the chain's lock names it: an immutable key (its
-// slot and the generation of the reservation), and, for a step's body, the key with the storage
-// it is listed in (see the overview in CancelStorage.swift). Values, captured by whoever needs
+// `SlotKey` in its home storage's `MemberTable`: the slot and the generation of the
+// reservation, so that a key kept after the member left is recognised as stale once the slot
+// is reused; the member's promise itself carries only the slot, as its attachment key: a slot
+// is freed only once its promise will never report to it again, so that key cannot go stale),
+// and, for a step's body, the key with the storage it is listed in (see the overview in CancelStorage.swift). Values, captured by whoever needs
 // them: no object per member.
-
-// MARK: - Member keys
-
-/// A member's place in its home storage's table: its slot and the generation of the
-/// reservation, so that a key kept after the member left (by its `CancellablePromise`, or by a
-/// step downstream as its upstream) is recognised as stale once the slot is reused. The member's
-/// promise itself carries only the slot (`index`), as its attachment key: a slot is freed only
-/// once its promise will never report to it again, so that key cannot go stale.
-@usableFromInline
-struct _CancelKey: Equatable, Sendable {
-    @usableFromInline let index: UInt32
-    @usableFromInline let generation: UInt32
-
-    @usableFromInline init(index: UInt32, generation: UInt32) {
-        self.index = index
-        self.generation = generation
-    }
-
-    /// The key of a promise that never was a member (made settled): names no slot.
-    @inlinable static var none: _CancelKey { _CancelKey(index: .max, generation: 0) }
-}
 
 /// What a member holds, released outside the lock (closures may own objects whose `deinit`
 /// runs user code).
@@ -72,9 +54,9 @@ struct EarlierAttachment {
 struct _CancelMember {
     /// The storage of the chain the member was made in (it may forward to another).
     @usableFromInline let storage: CancelStorage
-    @usableFromInline let key: _CancelKey
+    @usableFromInline let key: SlotKey
 
-    @inlinable init(storage: CancelStorage, key: _CancelKey) {
+    @inlinable init(storage: CancelStorage, key: SlotKey) {
         self.storage = storage
         self.key = key
     }

@@ -24,7 +24,7 @@ import PromiseCore
 // A storage absorbed by a join keeps its own table (members never move: their promises know
 // their storage and slot), guarded by the root's lock from then on; the root lists the
 // storages it absorbed (`group`) so that cancelling or abandoning reaches every table. Each
-// table is a `SlotTable`: the machine decides what happens to a slot, the table only stores it.
+// table is a `MemberTable`: the machine decides what happens to a slot, the table only stores it.
 
 /// Where a member's slot is: the root's own table, or the table of a storage its root absorbed.
 struct MemberHome {
@@ -57,7 +57,7 @@ struct ChainState {
 
     private(set) var phase = Phase.active
     /// This storage's members.
-    var table = SlotTable()
+    var table = MemberTable()
     /// The storages a root absorbed (directly or through the storages it absorbed), while it is
     /// active: their tables list members of this chain too. Emptied when the chain is cancelled
     /// or abandoned (nothing lists then). A storage whose table is empty may be dropped from it
@@ -94,7 +94,7 @@ struct ChainState {
 
     /// Runs `body` on the table `home` names.
     @inline(__always)
-    private mutating func withTable<R>(_ home: MemberHome, _ body: (inout SlotTable) -> R) -> R {
+    private mutating func withTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R {
         if home.isRoot { return body(&table) }
         return body(&home.storage.chain.table)
     }
@@ -110,8 +110,8 @@ struct ChainState {
     /// Reserves a slot for a new member in `home`'s table. An absorbed storage that was dropped
     /// from the group while its table was empty is listed in it again.
     mutating func reserve(
-        in home: MemberHome, upstream: _CancelKey?, isObserver: Bool, cancelBody: (() -> Void)?
-    ) -> _CancelKey {
+        in home: MemberHome, upstream: SlotKey?, isObserver: Bool, cancelBody: (() -> Void)?
+    ) -> SlotKey {
         let key = withTable(home) { $0.reserve(upstream: upstream, isObserver: isObserver, cancelBody: cancelBody) }
         if !home.isRoot, !home.storage.chain.table.isInRootsGroup, isActive {
             group.append(home.storage)
@@ -122,9 +122,9 @@ struct ChainState {
 
     /// `list`'s common case: in an active chain the member is listed, with nothing to do after
     /// the lock. `false`, changing nothing, in every other phase.
-    mutating func listIfActive(_ key: _CancelKey, target: any CancelTarget, in home: MemberHome) -> Bool {
+    mutating func listIfActive(_ key: SlotKey, target: any CancelTarget, in home: MemberHome) -> Bool {
         guard case .active = phase else { return false }
-        let index = Int(key.index)
+        let index = Int(key.slot)
         withTable(home) { $0.listReserved(index, target: target) }
         return true
     }
@@ -135,10 +135,10 @@ struct ChainState {
     /// its body to find the chain cancelled before starting), with what it links to cancelled;
     /// a first member is rejected at once. In an abandoned chain it holds nothing.
     mutating func list(
-        _ key: _CancelKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions
+        _ key: SlotKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions
     ) {
         if listIfActive(key, target: target, in: home) { return }
-        let index = Int(key.index)
+        let index = Int(key.slot)
         switch phase {
         case .active:
             break
@@ -168,10 +168,10 @@ struct ChainState {
     /// (other than a producer's task, which its cancel closure stands for) is kept, to tell
     /// when it settles.
     mutating func attach(
-        _ key: _CancelKey, target: any CancelTarget, attached: Bool, previous: (any PromiseAttachment)?,
+        _ key: SlotKey, target: any CancelTarget, attached: Bool, previous: (any PromiseAttachment)?,
         previousKey: UInt32, in home: MemberHome, into actions: inout ChainActions
     ) {
-        let index = Int(key.index)
+        let index = Int(key.slot)
         guard attached else {
             withTable(home) { table in
                 actions.release(table.take(index))
@@ -213,7 +213,7 @@ struct ChainState {
 
     /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` while it
     /// does. `false`, changing nothing, in every other case.
-    mutating func linkIfWaiting(_ key: _CancelKey, _ link: CancelLink, in home: MemberHome) -> Bool {
+    mutating func linkIfWaiting(_ key: SlotKey, _ link: CancelLink, in home: MemberHome) -> Bool {
         guard case .active = phase else { return false }
         return withTable(home) { table in
             guard let index = table.index(of: key) else { return false }
@@ -234,7 +234,7 @@ struct ChainState {
     /// body ran (an `autoCancel` loser); otherwise it is released. An abandoned chain keeps no
     /// link. `whileBodyRuns`: the link comes from the member's own step body, which is running.
     mutating func link(
-        _ key: _CancelKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome,
+        _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome,
         into actions: inout ChainActions
     ) {
         let isMember = withTable(home) { table -> Bool in
@@ -248,7 +248,7 @@ struct ChainState {
         }
         switch phase {
         case .active where isMember, .cancelled where isMember:
-            withTable(home) { $0.addLink(Int(key.index), link) }
+            withTable(home) { $0.addLink(Int(key.slot), link) }
         case .abandoned where isMember:
             actions.release(link)
         case .cancelled(let error, _) where !isMember:
@@ -298,7 +298,7 @@ struct ChainState {
     /// what a `CancelBag` does for a stored promise, and `autoCancel` for the inputs of a
     /// cancelled combinator.
     mutating func cancelIfListed(
-        _ key: _CancelKey, in home: MemberHome, root: CancelStorage, into actions: inout ChainActions
+        _ key: SlotKey, in home: MemberHome, root: CancelStorage, into actions: inout ChainActions
     ) {
         guard withTable(home, { $0.isListed(key) }) else { return }
         cancel(with: boxedCancellation, at: .library, root: root, into: &actions)
@@ -309,7 +309,7 @@ struct ChainState {
     /// closure and links, so the winner's chain is not marked cancelled. Otherwise its chain is
     /// cancelled. Nothing if the loser is no longer listed (settled).
     mutating func cancelLoser(
-        _ key: _CancelKey, in home: MemberHome, sharesChainWithWinner: Bool, root: CancelStorage,
+        _ key: SlotKey, in home: MemberHome, sharesChainWithWinner: Bool, root: CancelStorage,
         into actions: inout ChainActions
     ) {
         guard sharesChainWithWinner else {
@@ -450,7 +450,7 @@ extension ChainState {
     /// ahead of them passes the cancellation on (chain order), and what they link to is
     /// cancelled now. Reserved members are settled when they are listed.
     static func cancelTable(
-        _ table: inout SlotTable, home: CancelStorage, with error: any Error, into actions: inout ChainActions
+        _ table: inout MemberTable, home: CancelStorage, with error: any Error, into actions: inout ChainActions
     ) {
         guard table.listedCount > 0 else { return }
         actions.reserveRejections(table.listedCount)
@@ -477,7 +477,7 @@ extension ChainState {
 
     /// Abandons the listed members of `table`: their cancel closures and links are released
     /// uncalled; their slots are freed by their promises' settle notifications.
-    static func abandonTable(_ table: inout SlotTable, into actions: inout ChainActions) {
+    static func abandonTable(_ table: inout MemberTable, into actions: inout ChainActions) {
         guard table.listedCount > 0 else { return }
         var index = 0
         while index < table.slotCount {
@@ -493,7 +493,7 @@ extension ChainState {
     /// will settle it), cancelling with `error` what it links to and releasing the rest after
     /// the lock. Its slot is freed by its promise's settle notification.
     private static func detachCancellingLinks(
-        _ index: Int, in table: inout SlotTable, with error: any Error, into actions: inout ChainActions
+        _ index: Int, in table: inout MemberTable, with error: any Error, into actions: inout ChainActions
     ) {
         var taken = table.take(index)
         if let link = taken.link {
@@ -508,7 +508,7 @@ extension ChainState {
     /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
     /// of there, otherwise leaves it detached for that notification.
     private static func reject(
-        _ index: Int, in table: inout SlotTable, home: CancelStorage, with error: any Error,
+        _ index: Int, in table: inout MemberTable, home: CancelStorage, with error: any Error,
         into actions: inout ChainActions
     ) {
         let earlier = table.takeEarlier(index)
@@ -524,7 +524,7 @@ extension ChainState {
     /// Whether slot `index` is an observer or follows one that is still listed (in this
     /// cancellation pass); computed for a whole table in linear time by remembering the answer
     /// per slot.
-    private static func markWaitingBehindObserver(_ index: Int, in table: inout SlotTable) {
+    private static func markWaitingBehindObserver(_ index: Int, in table: inout MemberTable) {
         // Common case without allocating: the slot is decided by itself or by its upstream,
         // already marked.
         if table.waitsBehindObserver(index) != nil { return }

@@ -1,48 +1,57 @@
-import PromiseCore
+// The package's one slot table: an allocator with no policy of its own about what a slot means.
+// It hands out slots named by a `SlotKey`, reuses them through a free list, gives storage back,
+// and keeps the count of slots in use. A chain's members (`MemberTable`), a bag's entries and a
+// shared promise's followers are kept in it. Adding and removing cost O(1) amortised in any
+// order, and the table never holds many more slots than entries were present at once.
 
-// The slots of one storage's members: an allocator with no policy. It hands out slots, reuses
-// them through a free list, gives storage back, and keeps the counts the state machine asks for
-// (slots in use, listed, observers). What a member's state means and when it changes is decided
-// by `ChainState` (ChainState.swift); this file only stores it.
+/// A slot's place in a `SlotTable`: its index, and the generation of the reservation that took
+/// it. Generations count up across the whole table (wrapping in 32 bits), so a key kept after its
+/// entry left (by a `CancellablePromise`, a step downstream, a bag's caller, a follower) names no
+/// later entry in the same slot, even once an emptied table gave its slots back.
+@usableFromInline
+struct SlotKey: Equatable, Sendable {
+    @usableFromInline let slot: UInt32
+    @usableFromInline let generation: UInt32
 
-/// The members of one storage: a slot per pending promise of the chain listed there. The first
-/// slot is stored inline, so a chain with one member allocates no array; the array is released
-/// once every slot is free, so a settled chain holds no storage. Guarded by the lock of the
-/// storage's root.
-struct SlotTable {
-    struct Slot {
-        enum State {
-            /// Unused (listed in `freeSlots`, unless it is at the end of the table).
-            case free
-            /// Reserved for a promise being made or attached, and listed before the lock it was
-            /// reserved under is released.
-            case reserved
-            /// Listed: its promise is pending and a cancellation rejects it.
-            case listed
-            /// Left the chain (cancelled, abandoned, or left by a cancellation while its promise
-            /// had settled on its own): holds nothing, and is freed by its promise's settle
-            /// notification.
-            case detached
-        }
-
-        // 80 bytes. A 64-byte layout (the one-byte fields after the link's tag, the upstream key
-        // not optional) saved about 20 instructions per chain link but made the median of the
-        // 64,000-step promise loop row 20 % slower (its fastest iterations were unchanged), so
-        // it was not kept.
-        var state: State
-        var generation: UInt32 = 0
-        /// An observer (`ensure`, `ensureThen`, `tap`): see `ChainState.cancelTable`.
-        var isObserver = false
-        /// Scratch for a cancellation: whether the member waits behind an observer.
-        var waitsBehindObserver: Bool?
-        /// The step this one follows in the chain (in the same table).
-        var upstream: _CancelKey?
-        var contents = MemberContents()
-
-        static var empty: Slot { Slot(state: .free) }
+    @inlinable init(slot: UInt32, generation: UInt32) {
+        self.slot = slot
+        self.generation = generation
     }
 
-    private var first = Slot.empty
+    /// The key of something that never had a slot (a promise made settled): names no slot.
+    @inlinable static var none: SlotKey { SlotKey(slot: .max, generation: 0) }
+
+    /// The key packed in one word (as a settle notification carries it).
+    init(packed: UInt64) {
+        slot = UInt32(truncatingIfNeeded: packed >> 32)
+        generation = UInt32(truncatingIfNeeded: packed)
+    }
+
+    var packed: UInt64 { UInt64(slot) << 32 | UInt64(generation) }
+}
+
+/// What a slot of a `SlotTable` holds. `init()` makes the contents of a free slot: holding
+/// nothing, so freeing a slot releases what it held.
+protocol SlotContents {
+    init()
+}
+
+extension Optional: SlotContents {
+    init() { self = nil }
+}
+
+/// Slots reused through a free list. The first slot is stored inline, so a table with one entry
+/// at a time allocates no array; the array is released once every slot is free, free slots at
+/// the end are dropped, and the array's storage is given back once it is less than a quarter
+/// used. Not thread-safe: its owner's lock guards it.
+struct SlotTable<Contents: SlotContents> {
+    private struct Slot {
+        var isFree = true
+        var generation: UInt32 = 0
+        var contents = Contents()
+    }
+
+    private var first = Slot()
     private var rest: [Slot] = []
     /// Slots in use or on the free list (`first` counts when this is at least 1).
     private(set) var slotCount = 0
@@ -51,17 +60,8 @@ struct SlotTable {
     /// those, and `compactFreeSlots` drops them once they could be half of the list.
     private var freeSlots: [Int32] = []
     private var nextGeneration: UInt32 = 0
-    /// Slots in use by observers. (32 bits, beside `nextGeneration`: the table stays as large.)
-    private(set) var observersInUse: UInt32 = 0
-    /// Earlier attachments, by slot: rare (a promise listed with an attachment other than a
-    /// producer's task).
-    private var earlier: [Int: EarlierAttachment] = [:]
-    /// Slots in the `listed` state.
-    private(set) var listedCount = 0
-    /// Slots not free.
+    /// Slots in use.
     private(set) var inUse = 0
-    /// Whether this (absorbed) storage is in its root's group list: see `ChainState.group`.
-    var isInRootsGroup = false
 
     init() {}
 
@@ -72,102 +72,41 @@ struct SlotTable {
     // `_modify` accessors: those are coroutines, and one not inlined allocates its frame on
     // every access.
 
-    /// Runs `body` on slot `index`, in place.
+    /// Runs `body` on the contents of slot `index`, in place.
     @inline(__always)
-    private mutating func withSlot<R>(_ index: Int, _ body: (inout Slot) -> R) -> R {
-        if index == 0 { return body(&first) }
-        return body(&rest[index - 1])
+    mutating func withContents<R>(_ index: Int, _ body: (inout Contents) -> R) -> R {
+        if index == 0 { return body(&first.contents) }
+        return body(&rest[index - 1].contents)
     }
 
-    /// Reads slot `index`.
+    /// Reads the contents of slot `index`.
+    @inline(__always)
+    func readContents<R>(_ index: Int, _ body: (borrowing Contents) -> R) -> R {
+        if index == 0 { return body(first.contents) }
+        return rest.withUnsafeBufferPointer { body($0[index - 1].contents) }
+    }
+
     @inline(__always)
     private func readSlot<R>(_ index: Int, _ body: (borrowing Slot) -> R) -> R {
         if index == 0 { return body(first) }
         return rest.withUnsafeBufferPointer { body($0[index - 1]) }
     }
 
-    func state(_ index: Int) -> Slot.State { readSlot(index) { $0.state } }
-    func isObserver(_ index: Int) -> Bool { readSlot(index) { $0.isObserver } }
-    func upstream(_ index: Int) -> _CancelKey? { readSlot(index) { $0.upstream } }
-    func waitsBehindObserver(_ index: Int) -> Bool? { readSlot(index) { $0.waitsBehindObserver } }
-    private func generation(_ index: Int) -> UInt32 { readSlot(index) { $0.generation } }
+    /// Whether slot `index` (below `slotCount`) is free.
+    func isFree(_ index: Int) -> Bool { readSlot(index) { $0.isFree } }
 
-    func isListed(_ index: Int) -> Bool {
-        if case .listed = state(index) { return true }
-        return false
+    /// The slot of `key` if it still holds the reservation `key` names.
+    func index(of key: SlotKey) -> Int? {
+        let index = Int(key.slot)
+        guard index < slotCount else { return nil }
+        let matches = readSlot(index) { !$0.isFree && $0.generation == key.generation }
+        return matches ? index : nil
     }
 
-    /// The slot of `key` if it is still the reservation `key` names.
-    func index(of key: _CancelKey) -> Int? {
-        let index = Int(key.index)
-        guard index < slotCount, generation(index) == key.generation else { return nil }
-        if case .free = state(index) { return nil }
-        return index
-    }
-
-    /// The slot of `key` if it is listed.
-    func listedIndex(of key: _CancelKey) -> Int? {
-        guard let index = index(of: key), isListed(index) else { return nil }
-        return index
-    }
-
-    func isListed(_ key: _CancelKey) -> Bool { listedIndex(of: key) != nil }
-
-    // MARK: Changing a slot
-
-    /// Moves slot `index` to `state` (not `free`: see `free`), keeping `listedCount`.
+    /// Takes a slot, filled by `fill` in place (a free slot holds nothing: nothing is copied or
+    /// released), and returns its key.
     @inline(__always)
-    mutating func setState(_ index: Int, _ state: Slot.State) {
-        if isListed(index) { listedCount -= 1 }
-        if case .listed = state { listedCount += 1 }
-        withSlot(index) { $0.state = state }
-    }
-
-    /// Lists the reserved slot `index`, whose promise is `target`, in one access to the slot.
-    mutating func listReserved(_ index: Int, target: any CancelTarget) {
-        withSlot(index) { slot in
-            guard case .reserved = slot.state else { preconditionFailure("SlotTable.listReserved: not reserved") }
-            slot.contents.target = target
-            slot.state = .listed
-        }
-        listedCount += 1
-    }
-
-    /// Sets the promise slot `index` rejects when its chain is cancelled.
-    mutating func setTarget(_ index: Int, _ target: any CancelTarget) {
-        withSlot(index) { $0.contents.target = target }
-    }
-
-    /// Adds `link` to what slot `index` cancels with it.
-    mutating func addLink(_ index: Int, _ link: CancelLink) {
-        withSlot(index) { $0.contents.link = CancelLink.adding(link, to: $0.contents.link) }
-    }
-
-    mutating func setWaitsBehindObserver(_ index: Int, _ value: Bool) {
-        withSlot(index) { $0.waitsBehindObserver = value }
-    }
-
-    /// Takes what slot `index` holds, leaving it empty.
-    mutating func take(_ index: Int) -> MemberContents {
-        var taken = MemberContents()
-        withSlot(index) { swap(&taken, &$0.contents) }
-        return taken
-    }
-
-    /// Records the earlier attachment of the promise in slot `index`.
-    mutating func setEarlier(_ attachment: EarlierAttachment, for index: Int) {
-        earlier[index] = attachment
-    }
-
-    /// Takes the earlier attachment of the promise in slot `index`, if any.
-    mutating func takeEarlier(_ index: Int) -> EarlierAttachment? {
-        earlier.isEmpty ? nil : earlier.removeValue(forKey: index)
-    }
-
-    // MARK: Reserving and freeing
-
-    /// Reserves a slot for a new member.
-    mutating func reserve(upstream: _CancelKey?, isObserver: Bool, cancelBody: (() -> Void)?) -> _CancelKey {
+    mutating func reserve(_ fill: (inout Contents) -> Void) -> SlotKey {
         let generation = nextGeneration
         nextGeneration &+= 1
         let index: Int
@@ -177,46 +116,53 @@ struct SlotTable {
             index = 0
             slotCount = 1
         } else {
+            precondition(slotCount < Int(Int32.max), "SlotTable.reserve: too many slots in use at once")
             index = slotCount
-            rest.append(.empty)
+            rest.append(Slot())
             slotCount += 1
         }
-        // Filled in place: a free slot is empty, so nothing is copied or released.
-        withSlot(index) { slot in
-            slot.state = .reserved
-            slot.generation = generation
-            slot.isObserver = isObserver
-            slot.upstream = upstream
-            slot.contents.cancelBody = cancelBody
+        if index == 0 {
+            first.isFree = false
+            first.generation = generation
+            fill(&first.contents)
+        } else {
+            rest[index - 1].isFree = false
+            rest[index - 1].generation = generation
+            fill(&rest[index - 1].contents)
         }
         inUse += 1
-        if isObserver { observersInUse += 1 }
-        return _CancelKey(index: UInt32(index), generation: generation)
+        return SlotKey(slot: UInt32(index), generation: generation)
     }
 
     /// A free slot to reuse, if the free list has one that is still free and in the table.
     private mutating func popFreeSlot() -> Int? {
         while let candidate = freeSlots.popLast() {
             let index = Int(candidate)
-            if index < slotCount, case .free = state(index) { return index }
+            if index < slotCount, isFree(index) { return index }
         }
         return nil
     }
 
-    /// Frees slot `index`, whose contents were taken. The array is released once every slot is
-    /// free; free slots at the end of the table are dropped from it (a long-lived chain whose
-    /// newer members settled gives their storage back); others go on the free list.
-    mutating func free(_ index: Int) {
-        if isObserver(index) { observersInUse -= 1 }
-        if isListed(index) { listedCount -= 1 }
-        withSlot(index) { $0 = .empty }
+    /// Frees slot `index` (in use) and returns what it held. The array is released once every
+    /// slot is free; free slots at the end of the table are dropped from it (a long-lived table
+    /// whose newer entries left gives their storage back); others go on the free list.
+    @discardableResult
+    mutating func free(_ index: Int) -> Contents {
+        var taken = Contents()
+        if index == 0 {
+            swap(&taken, &first.contents)
+            first.isFree = true
+        } else {
+            swap(&taken, &rest[index - 1].contents)
+            rest[index - 1].isFree = true
+        }
         inUse -= 1
         if inUse == 0 {
-            first = .empty
+            first = Slot()
             rest = []
             slotCount = 0
             freeSlots = []
-            return
+            return taken
         }
         if index == slotCount - 1 {
             dropFreeSlotsAtTheEnd()
@@ -224,6 +170,7 @@ struct SlotTable {
             freeSlots.append(Int32(index))
             if freeSlots.count > 2 * (slotCount - inUse) + 16 { compactFreeSlots() }
         }
+        return taken
     }
 
     /// Drops the free slots at the end of the table (each slot is dropped at most once per time
@@ -231,7 +178,7 @@ struct SlotTable {
     /// quarter used (a new buffer of twice the count: O(1) amortised per slot dropped). Their
     /// entries on the free list become stale.
     private mutating func dropFreeSlotsAtTheEnd() {
-        while slotCount > 1, case .free = state(slotCount - 1) {
+        while slotCount > 1, isFree(slotCount - 1) {
             rest.removeLast()
             slotCount -= 1
         }
@@ -252,9 +199,53 @@ struct SlotTable {
         kept.reserveCapacity(slotCount - inUse)
         for candidate in freeSlots {
             let index = Int(candidate)
-            guard index < slotCount, case .free = state(index), seen.insert(candidate).inserted else { continue }
+            guard index < slotCount, isFree(index), seen.insert(candidate).inserted else { continue }
             kept.append(candidate)
         }
         freeSlots = kept
+    }
+}
+
+// MARK: - A table of entries
+
+/// The table as a keyed collection of entries (a bag's, a shared promise's followers): a slot
+/// holds its entry, `nil` while free.
+extension SlotTable {
+    /// The number of entries.
+    var count: Int { inUse }
+
+    /// Adds `element` and returns its key.
+    mutating func add<Element>(_ element: Element) -> SlotKey where Contents == Element? {
+        reserve { $0 = element }
+    }
+
+    /// The entry `key` names, if it is still there.
+    func element<Element>(_ key: SlotKey) -> Element? where Contents == Element? {
+        guard let index = index(of: key) else { return nil }
+        return readContents(index) { $0 }
+    }
+
+    /// Whether the entry `key` names is still there.
+    func contains(_ key: SlotKey) -> Bool { index(of: key) != nil }
+
+    /// Removes the entry `key` names and returns it; `nil` if it left already.
+    mutating func remove<Element>(_ key: SlotKey) -> Element? where Contents == Element? {
+        guard let index = index(of: key) else { return nil }
+        return free(index)
+    }
+
+    /// Empties the table and returns every entry, in slot order.
+    mutating func removeAll<Element>() -> [Element] where Contents == Element? {
+        var elements: [Element] = []
+        elements.reserveCapacity(inUse)
+        var index = 0
+        while index < slotCount {
+            if !isFree(index), let element = readContents(index, { $0 }) { elements.append(element) }
+            index += 1
+        }
+        let generation = nextGeneration
+        self = SlotTable()
+        nextGeneration = generation
+        return elements
     }
 }

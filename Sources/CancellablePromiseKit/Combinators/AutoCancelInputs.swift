@@ -11,9 +11,9 @@ import PromiseCore
     /// The input's `CancellablePromise`: a handle of its chain.
     @usableFromInline let handle: any _CancelHandle
     @usableFromInline let storage: CancelStorage
-    @usableFromInline let key: _CancelKey
+    @usableFromInline let key: SlotKey
 
-    @usableFromInline init(promise: AnyObject, handle: any _CancelHandle, key: _CancelKey) {
+    @usableFromInline init(promise: AnyObject, handle: any _CancelHandle, key: SlotKey) {
         self.promise = promise
         self.handle = handle
         self.storage = handle._handleStorage

@@ -20,10 +20,10 @@ import PromiseCore
 /// A follower's place in the followers' table.
 typealias FollowerKey = SlotKey
 
-/// The resolvers of the followers of one piece of shared work (see `KeyedSlots`). It holds
+/// The resolvers of the followers of one piece of shared work (see `SlotTable`). It holds
 /// each resolver as an object (`SharedWork` casts it back), so the table's code is compiled
 /// once, specialized, rather than run through generic array code for every value type.
-typealias FollowerTable = KeyedSlots<AnyObject>
+typealias FollowerTable = SlotTable<AnyObject?>
 
 /// The result of settled shared work, kept for followers made later. A box, so that `SharedWork`
 /// has the same layout whatever `T` is: the state machine runs unspecialized in the library, and
@@ -93,7 +93,7 @@ struct SharedWork<T> {
 
     private(set) var phase: Phase
     /// The resolvers (`Resolver<T>`) of the followers waiting, abandoned ones included.
-    private var followers = FollowerTable(keptWhenEmpty: 16)
+    private var followers = FollowerTable()
 
     init(phase: Phase) {
         self.phase = phase
