@@ -121,8 +121,11 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 // classes where a `LockStorage` (below) costs too much. The rule is `Promise`'s: a `LockWord()`
 // declared as the *first stored property of a root class* (`private var lockWord = LockWord()`),
 // reached only through the three functions below, destroyed in `deinit` with
-// `lockWordDestroy(of:)`, and checked by a layout test (`LockWordTests` here,
-// CancellablePromiseKit's `LockWordLayoutTests`, through the class's `_storedLockWordAddress()`).
+// `lockWordDestroy(of:)`, and checked by layout tests: `LockWordTests` here compares the address
+// `lockWordPointer` computes with the stored property's own (`Locked._storedLockWordAddress()`,
+// the one class that exposes it), and `LockWordLayoutTests` checks, for every other class under
+// this rule, that it is a root class whose first stored property is its `LockWord` (by
+// reflection), so the same offset holds for it.
 // The state it guards is `@exclusivity(unchecked)`, accessed only between `lockWordLock(of:)` and
 // `lockWordUnlock(of:)`. Its users, and what a `LockStorage` cost them (callgrind, instructions per
 // operation, inline → `LockStorage`):

@@ -4,16 +4,37 @@ import XCTest
 @testable import PromiseCore
 
 /// The classes of this module that keep an inline lock word (the token, the coalescer) address
-/// it through the object pointer (see PromiseCore's Lock.swift): the offset must match where
-/// Swift stores their first stored property.
+/// it through the object pointer (see PromiseCore's Lock.swift). PromiseCore's `LockWordTests`
+/// checks that the computed address is where Swift stores the first stored property of a root
+/// class; these tests check that each class here is such a class: no superclass, and its
+/// `LockWord` declared first (Swift lays a class's stored properties out in declaration order).
 final class LockWordLayoutTests: XCTestCase {
-    func testCancellationTokenLockWordOffset() {
-        let token = CancellationRequest().token
-        XCTAssertEqual(token._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(token)))
+    func testCancellationTokenKeepsItsLockWordFirstInARootClass() {
+        assertLockWordIsFirstStoredPropertyOfARootClass(CancellationRequest().token)
     }
 
-    func testInFlightCoalescerLockWordOffset() {
-        let coalescer = InFlightCoalescer<String, Int>()
-        XCTAssertEqual(coalescer._storedLockWordAddress(), UnsafeMutableRawPointer(lockWordPointer(coalescer)))
+    func testInFlightCoalescerKeepsItsLockWordFirstInARootClass() {
+        assertLockWordIsFirstStoredPropertyOfARootClass(InFlightCoalescer<String, Int>())
+    }
+
+    func testACheckedClassWithAnotherFirstPropertyFailsTheRule() {
+        final class FieldFirst {
+            var count = 0
+            var lockWord = LockWord()
+        }
+        let first = Mirror(reflecting: FieldFirst()).children.first
+        XCTAssertNotEqual(first?.label, "lockWord", "the check tells a class whose lock word is not first")
+    }
+
+    private func assertLockWordIsFirstStoredPropertyOfARootClass(
+        _ object: AnyObject, file: StaticString = #filePath, line: UInt = #line
+    ) {
+        let mirror = Mirror(reflecting: object)
+        XCTAssertNil(mirror.superclassMirror, "\(type(of: object)) is a root class", file: file, line: line)
+        let first = mirror.children.first
+        // The rule names the property `lockWord`; on Linux `LockWord` is a plain `UInt32`, so the
+        // label tells it from another first property of that type.
+        XCTAssertEqual(first?.label, "lockWord", "\(type(of: object)) declares its lock word first", file: file, line: line)
+        XCTAssertTrue(first?.value is LockWord, "\(type(of: object))'s first property is a LockWord", file: file, line: line)
     }
 }

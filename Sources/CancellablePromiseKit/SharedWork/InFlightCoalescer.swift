@@ -104,12 +104,6 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
         lockWordDestroy(of: self)
     }
 
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
-    }
-
     @inline(__always) private func withLock<R>(_ body: (inout State) -> R) -> R {
         lockWordLock(of: self)
         defer { lockWordUnlock(of: self) }

@@ -94,12 +94,6 @@ public final class CancellationToken: @unchecked Sendable {
         lockWordDestroy(of: self)
     }
 
-    /// The address of the stored lock word as Swift sees it; used by tests to check the offset
-    /// `lockWordPointer` assumes.
-    func _storedLockWordAddress() -> UnsafeMutableRawPointer {
-        withUnsafeMutablePointer(to: &lockWord) { UnsafeMutableRawPointer($0) }
-    }
-
     /// A token that is never cancelled: already completed, "not cancelled". `onCancel` handlers
     /// registered on it are dropped at once; `onComplete` handlers run at once with `false`.
     ///
