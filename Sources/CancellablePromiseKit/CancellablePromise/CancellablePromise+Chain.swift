@@ -24,11 +24,11 @@ extension CancellablePromise {
     /// (`make` only allocates), then the step is connected: its body may run from then on.
     @inlinable
     func step<U>(
-        isObserver: Bool = false, _ make: (_CancelMember) -> _UnconnectedStep<U>
+        isObserver: Bool = false, _ make: (_ChainMember) -> _UnconnectedStep<U>
     ) -> CancellablePromise<U> {
         let storage = _chainStorage
         let key = storage._reserveStep(upstream: _key, isObserver: isObserver)
-        let step = make(_CancelMember(storage: storage, key: key))
+        let step = make(_ChainMember(storage: storage, key: key))
         storage._listStep(key, target: step.promise)
         let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
         promise._connect(step)
@@ -39,7 +39,7 @@ extension CancellablePromise {
     /// it; it runs its body with the cancellation error and passes the cancellation on, so the
     /// steps after it settle in chain order. `make` receives the observer's member.
     @inlinable
-    func observer(_ make: (_CancelMember) -> _UnconnectedStep<T>) -> CancellablePromise<T> {
+    func observer(_ make: (_ChainMember) -> _UnconnectedStep<T>) -> CancellablePromise<T> {
         step(isObserver: true, make)
     }
 

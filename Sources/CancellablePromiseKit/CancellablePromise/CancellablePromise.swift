@@ -196,7 +196,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
         }
         self.init(newChain: output) { signal.cancel() }
         if let inner, let storage = _storage {
-            _CancelMember(storage: storage, key: _key).link(inner, whileBodyRuns: false)
+            _ChainMember(storage: storage, key: _key).link(inner, whileBodyRuns: false)
         }
     }
 

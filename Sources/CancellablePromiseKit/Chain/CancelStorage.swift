@@ -25,7 +25,7 @@ import PromiseCore
 //   it waits on (a *link*) and the key of its upstream step; all of that is dropped when the
 //   promise settles, is cancelled, or is abandoned, so no cycle outlives the work. What a member
 //   is outside the table is an immutable key (`SlotKey`: slot and generation), held by its
-//   `CancellablePromise`, by the steps downstream and by the step's body (`_CancelMember`).
+//   `CancellablePromise`, by the steps downstream and by the step's body (`_ChainMember`).
 //   A slot is freed only once its promise will never report to it again (its settle
 //   notification arrived, or was taken care of when a cancellation rejected it under the lock),
 //   so the key a promise carries never names another member; the generation tells every other

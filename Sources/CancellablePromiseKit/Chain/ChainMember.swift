@@ -51,7 +51,7 @@ struct EarlierAttachment {
 /// A member of a chain: its home storage and its key there. Captured by step bodies to link the
 /// promises they return, and by observers to pass the chain's cancellation on.
 @usableFromInline
-struct _CancelMember {
+struct _ChainMember {
     /// The storage of the chain the member was made in (it may forward to another).
     @usableFromInline let storage: CancelStorage
     @usableFromInline let key: SlotKey

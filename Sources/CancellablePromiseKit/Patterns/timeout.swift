@@ -143,7 +143,7 @@ extension CancellablePromise {
             output.resolve(result)
         }
         let timed = CancellablePromise(newChain: output) { timer.cancel() }
-        _CancelMember(storage: timed._chainStorage, key: timed._key).link(self, whileBodyRuns: false)
+        _ChainMember(storage: timed._chainStorage, key: timed._key).link(self, whileBodyRuns: false)
         return timed
     }
 }
