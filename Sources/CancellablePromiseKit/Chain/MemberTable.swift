@@ -64,8 +64,8 @@ struct MemberTable {
     var capacity: Int { slots.capacity }
 
     func state(_ index: Int) -> State {
-        if slots.isFree(index) { return .free }
-        switch slots.readContents(index, { $0.state }) {
+        switch slots.readInUse(index, { $0.state }) {
+        case nil: return .free
         case .reserved: return .reserved
         case .listed: return .listed
         case .detached: return .detached
@@ -77,8 +77,7 @@ struct MemberTable {
     func waitsBehindObserver(_ index: Int) -> Bool? { slots.readContents(index) { $0.waitsBehindObserver } }
 
     func isListed(_ index: Int) -> Bool {
-        guard !slots.isFree(index) else { return false }
-        if case .listed = slots.readContents(index, { $0.state }) { return true }
+        if case .listed = slots.readInUse(index, { $0.state }) { return true }
         return false
     }
 
@@ -159,8 +158,12 @@ struct MemberTable {
 
     /// Frees slot `index`, whose contents were taken.
     mutating func free(_ index: Int) {
-        if isObserver(index) { observersInUse -= 1 }
-        if isListed(index) { listedCount -= 1 }
+        let (isObserver, isListed) = slots.readContents(index) { slot -> (Bool, Bool) in
+            if case .listed = slot.state { return (slot.isObserver, true) }
+            return (slot.isObserver, false)
+        }
+        if isObserver { observersInUse -= 1 }
+        if isListed { listedCount -= 1 }
         slots.free(index)
     }
 }

@@ -87,9 +87,21 @@ struct SlotTable<Contents: SlotContents> {
     }
 
     @inline(__always)
+    private mutating func withSlot<R>(_ index: Int, _ body: (inout Slot) -> R) -> R {
+        if index == 0 { return body(&first) }
+        return body(&rest[index - 1])
+    }
+
+    @inline(__always)
     private func readSlot<R>(_ index: Int, _ body: (borrowing Slot) -> R) -> R {
         if index == 0 { return body(first) }
         return rest.withUnsafeBufferPointer { body($0[index - 1]) }
+    }
+
+    /// Reads the contents of slot `index` if it is in use; `nil` if it is free.
+    @inline(__always)
+    func readInUse<R>(_ index: Int, _ body: (borrowing Contents) -> R) -> R? {
+        readSlot(index) { $0.isFree ? nil : body($0.contents) }
     }
 
     /// Whether slot `index` (below `slotCount`) is free.
@@ -121,14 +133,10 @@ struct SlotTable<Contents: SlotContents> {
             rest.append(Slot())
             slotCount += 1
         }
-        if index == 0 {
-            first.isFree = false
-            first.generation = generation
-            fill(&first.contents)
-        } else {
-            rest[index - 1].isFree = false
-            rest[index - 1].generation = generation
-            fill(&rest[index - 1].contents)
+        withSlot(index) { slot in
+            slot.isFree = false
+            slot.generation = generation
+            fill(&slot.contents)
         }
         inUse += 1
         return SlotKey(slot: UInt32(index), generation: generation)
@@ -149,12 +157,9 @@ struct SlotTable<Contents: SlotContents> {
     @discardableResult
     mutating func free(_ index: Int) -> Contents {
         var taken = Contents()
-        if index == 0 {
-            swap(&taken, &first.contents)
-            first.isFree = true
-        } else {
-            swap(&taken, &rest[index - 1].contents)
-            rest[index - 1].isFree = true
+        withSlot(index) { slot in
+            swap(&taken, &slot.contents)
+            slot.isFree = true
         }
         inUse -= 1
         if inUse == 0 {
