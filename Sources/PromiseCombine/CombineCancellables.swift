@@ -30,7 +30,7 @@ extension CancellationRequest: CombineCancellable {}
 
 extension CancelBag {
     /// Stores this bag in `set` as an `AnyCancellable`: cancelling or releasing it cancels
-    /// everything in the bag (as ``CancelBag/cancelAll()``, synchronously on that thread).
+    /// everything in the bag (as `cancelAll()`, synchronously on that thread).
     ///
     /// ```swift
     /// screenBag.store(in: &subscriptions)   // the screen's subscriptions end the bag's work too
@@ -58,7 +58,7 @@ extension AnyCancellable {
     ///
     /// The token holds this cancellable until it completes (is cancelled, or its request is
     /// released) or the returned registration is removed; on a long-lived token, remove the
-    /// registration when the subscription ends, or store the cancellable in a ``CancelBag``.
+    /// registration when the subscription ends, or store the cancellable in a `CancelBag`.
     @discardableResult
     public func cancel(on token: CancellationToken) -> CancellationRegistration {
         let held = UncheckedSendable(self)

@@ -71,11 +71,11 @@ public struct GuaranteePublisher<Output>: Publisher {
     }
 }
 
-/// A publisher of a ``CancellablePromise``'s result whose subscriptions share its work: the
+/// A publisher of a `CancellablePromise`'s result whose subscriptions share its work: the
 /// promise is cancelled when every subscription made to this publisher has been cancelled.
 ///
 /// Make one with `cancellablePromise.publisher()`, or `shared.publisher()` to count the
-/// subscriptions together with a ``SharedCancellablePromise``'s other followers. Each
+/// subscriptions together with a `SharedCancellablePromise`'s other followers. Each
 /// subscription is an interest in the work, as a follower of shared work is:
 /// - cancelling a subscription (its `AnyCancellable` cancelled or released) withdraws its
 ///   interest and releases its subscriber, which receives nothing more;
@@ -102,7 +102,7 @@ public struct CancellablePromisePublisher<Output>: Publisher {
     public let shared: SharedCancellablePromise<Output>
 
     /// A publisher whose subscriptions are followers of `shared` (see
-    /// ``SharedCancellablePromise/follower()``); the same as `shared.publisher()`.
+    /// `SharedCancellablePromise.follower()`); the same as `shared.publisher()`.
     public init(_ shared: SharedCancellablePromise<Output>) {
         self.shared = shared
     }

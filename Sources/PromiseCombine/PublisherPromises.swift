@@ -16,7 +16,7 @@ import CancellablePromiseKit
 ///
 /// `publisher.cancellablePromise()` waits for the first value; a publisher that completes with
 /// `.finished` before sending one (`Empty()`, a `filter` that let nothing through) rejects the
-/// promise with ``finishedWithoutValue``. It is an ordinary error, not a cancellation: the
+/// promise with `finishedWithoutValue`. It is an ordinary error, not a cancellation: the
 /// default `catch` sees it and `recover` can replace it.
 public enum PublisherPromiseError: Error, Equatable, CustomStringConvertible {
     /// The publisher finished before it sent any value.
@@ -158,7 +158,7 @@ final class PublisherPromiseSubscriber<Input, Failure: Error, Value>: Subscriber
 }
 
 extension Publisher {
-    /// A ``CancellablePromise`` of this publisher's first value.
+    /// A `CancellablePromise` of this publisher's first value.
     ///
     /// The promise subscribes at once, on this thread, and asks for one value. It is fulfilled
     /// with the first value, after the subscription is cancelled; rejected with the publisher's
@@ -166,7 +166,7 @@ extension Publisher {
     /// finishes without a value. It settles synchronously on the thread where the publisher
     /// sends; its handlers run where their `on:` says.
     ///
-    /// Cancelling the promise — or its chain, a ``CancelBag`` or ``CancellationToken`` holding
+    /// Cancelling the promise — or its chain, a `CancelBag` or `CancellationToken` holding
     /// it, a `race(autoCancel:)` it lost — cancels the subscription at once, on the cancelling
     /// thread, and rejects the promise with `CancellablePromiseError.cancelled`. The
     /// subscription is released as soon as the promise settles.
@@ -179,7 +179,7 @@ extension Publisher {
         makePromise(mode: .first) { $0[0] }
     }
 
-    /// A ``CancellablePromise`` of every value this publisher sends until it finishes (`[]` if
+    /// A `CancellablePromise` of every value this publisher sends until it finishes (`[]` if
     /// it sends none).
     ///
     /// The promise subscribes at once, on this thread, with unlimited demand. It is fulfilled
