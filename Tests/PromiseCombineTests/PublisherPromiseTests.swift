@@ -119,7 +119,8 @@ final class PublisherPromiseTests: XCTestCase {
         for ending in ["value", "failure", "cancel"] {
             let publisher = ProbePublisher<Int>()
             let promise = publisher.cancellablePromise()
-            weak var weakProbe = publisher.subscriptions[0]
+            weak var weakProbe: ProbePublisher<Int>.Probe?
+            weakProbe = publisher.subscriptions[0]
             switch ending {
             case "value": publisher.subscriptions[0].send(1)
             case "failure": publisher.subscriptions[0].send(completion: .failure(TestError()))
@@ -134,7 +135,7 @@ final class PublisherPromiseTests: XCTestCase {
     func testAbandonedPromiseSettlesWithTheValue() {
         let subject = PassthroughSubject<Int, Never>()
         let got = Recorder<Int>()
-        subject.cancellablePromise().done(on: nil) { got.append($0) }
+        _ = subject.cancellablePromise().done(on: nil) { got.append($0) }
         subject.send(4)
         XCTAssertEqual(got.all, [4])
     }
