@@ -10,6 +10,8 @@ let package = Package(
         .library(name: "PromiseFoundation", targets: ["PromiseFoundation"]),
         // Virtual time for tests of time-based code (`TestScheduler`); no XCTest dependency.
         .library(name: "PromiseTesting", targets: ["PromiseTesting"]),
+        // Promises as Combine publishers and back; empty where Combine is not available.
+        .library(name: "PromiseCombine", targets: ["PromiseCombine"]),
         .executable(name: "Example", targets: ["Example"]),
     ],
     targets: [
@@ -19,6 +21,9 @@ let package = Package(
         .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore", "CPromiseLock"]),
         .target(name: "PromiseFoundation", dependencies: ["CancellablePromiseKit"]),
         .target(name: "PromiseTesting", dependencies: ["PromiseCore"]),
+        // Imports Apple's Combine (no package dependency). CombineCheck/ compiles the same files
+        // against OpenCombine to test them on Linux.
+        .target(name: "PromiseCombine", dependencies: ["CancellablePromiseKit"]),
         .target(
             name: "ExampleSupport",
             dependencies: ["CancellablePromiseKit", "PromiseFoundation"],
@@ -32,6 +37,7 @@ let package = Package(
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),
         .testTarget(name: "PromiseTestingTests", dependencies: ["PromiseTesting", "TestSupport"]),
+        .testTarget(name: "PromiseCombineTests", dependencies: ["PromiseCombine", "TestSupport"]),
         .testTarget(
             name: "PromiseFoundationTests",
             dependencies: ["PromiseFoundation", "TestSupport"],

@@ -223,6 +223,13 @@ public final class CancelBag: Sendable {
     func store(_ cancellable: any Cancellable) {
         _ = insert(.weak(WeakCancellable(cancellable)))
     }
+
+    /// Holds `cancel` until the bag is cancelled or deallocated, then calls it: for the
+    /// cancellables of other frameworks (a Combine `AnyCancellable`), which the bag owns as a
+    /// `Set<AnyCancellable>` would, and which cannot say when their work ends.
+    package func store(cancellingWith cancel: @escaping @Sendable () -> Void) {
+        _ = insert(.task(cancel))
+    }
 }
 
 // MARK: - The table
