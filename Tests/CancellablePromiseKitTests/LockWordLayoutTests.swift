@@ -34,7 +34,9 @@ final class LockWordLayoutTests: XCTestCase {
         let first = mirror.children.first
         // The rule names the property `lockWord`; on Linux `LockWord` is a plain `UInt32`, so the
         // label tells it from another first property of that type.
-        XCTAssertEqual(first?.label, "lockWord", "\(type(of: object)) declares its lock word first", file: file, line: line)
-        XCTAssertTrue(first?.value is LockWord, "\(type(of: object))'s first property is a LockWord", file: file, line: line)
+        XCTAssertEqual(
+            first?.label, "lockWord", "\(type(of: object)) declares its lock word first", file: file, line: line)
+        XCTAssertTrue(
+            first?.value is LockWord, "\(type(of: object))'s first property is a LockWord", file: file, line: line)
     }
 }

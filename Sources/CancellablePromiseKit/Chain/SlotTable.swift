@@ -151,23 +151,38 @@ struct SlotTable<Contents: SlotContents> {
         return nil
     }
 
-    /// Frees slot `index` (in use) and returns what it held. The array is released once every
-    /// slot is free; free slots at the end of the table are dropped from it (a long-lived table
-    /// whose newer entries left gives their storage back); others go on the free list.
-    @discardableResult
-    mutating func free(_ index: Int) -> Contents {
+    /// Frees slot `index` (in use), releasing what it held in place. The array is released once
+    /// every slot is free; free slots at the end of the table are dropped from it (a long-lived
+    /// table whose newer entries left gives their storage back); others go on the free list.
+    mutating func free(_ index: Int) {
+        withSlot(index) { slot in
+            slot.contents = Contents()
+            slot.isFree = true
+        }
+        slotFreed(index)
+    }
+
+    /// Frees slot `index` (in use) as `free` does, and returns what it held.
+    mutating func take(_ index: Int) -> Contents {
         var taken = Contents()
         withSlot(index) { slot in
             swap(&taken, &slot.contents)
             slot.isFree = true
         }
+        slotFreed(index)
+        return taken
+    }
+
+    /// Keeps the counts and the free list after slot `index` was freed.
+    @inline(__always)
+    private mutating func slotFreed(_ index: Int) {
         inUse -= 1
         if inUse == 0 {
             first = Slot()
             rest = []
             slotCount = 0
             freeSlots = []
-            return taken
+            return
         }
         if index == slotCount - 1 {
             dropFreeSlotsAtTheEnd()
@@ -175,7 +190,6 @@ struct SlotTable<Contents: SlotContents> {
             freeSlots.append(Int32(index))
             if freeSlots.count > 2 * (slotCount - inUse) + 16 { compactFreeSlots() }
         }
-        return taken
     }
 
     /// Drops the free slots at the end of the table (each slot is dropped at most once per time
@@ -236,7 +250,7 @@ extension SlotTable {
     /// Removes the entry `key` names and returns it; `nil` if it left already.
     mutating func remove<Element>(_ key: SlotKey) -> Element? where Contents == Element? {
         guard let index = index(of: key) else { return nil }
-        return free(index)
+        return take(index)
     }
 
     /// Empties the table and returns every entry, in slot order.
