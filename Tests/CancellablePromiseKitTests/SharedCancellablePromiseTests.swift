@@ -330,7 +330,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     func testAnAbandonedFollowerIsFreedWithASourceNothingCanSettle() {
         weak var weakFollowerPromise: Promise<Int>?
         weak var weakSource: Promise<Int>?
-        weak var weakStorage: SharedWorkStorage<Int>?
+        weak var weakStorage: SharedWorkHost<Int>?
         var resolver: Resolver<Int>?
         do {
             let source = CancellablePromise<Int> { seal in
@@ -339,7 +339,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
             }
             weakSource = source.promise
             let shared = source.shared()
-            weakStorage = shared.storage
+            weakStorage = shared.host
             weakFollowerPromise = shared.follower().promise
         }
         XCTAssertNotNil(weakFollowerPromise, "the source's work can still settle it")
@@ -530,7 +530,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     private func settleAbandonedFollowers(_ count: Int, file: StaticString = #filePath, line: UInt = #line) {
         let task = SharedSourceTask()
         var shared: SharedCancellablePromise<Int>? = task.promise.shared()
-        weak let weakStorage = shared?.storage
+        weak let weakStorage = shared?.host
         let shown = Counter()
         var sample: [WeakPromise] = []
         for index in 0..<count {
