@@ -351,6 +351,28 @@ final class SharedCancellablePromiseTests: XCTestCase {
         XCTAssertNil(weakFollowerPromise, "and the state held the follower's resolver")
     }
 
+    /// A source freed unsettled while the handle is kept ends the shared work: the abandoned
+    /// follower waiting on it is freed, and a follower made later is rejected at once with the
+    /// cancellation error instead of waiting for ever.
+    func testASourceNothingCanSettleEndsTheWorkWhileTheHandleIsKept() {
+        weak var weakFollowerPromise: Promise<Int>?
+        var resolver: Resolver<Int>?
+        let shared = CancellablePromise<Int> { seal in
+            resolver = seal
+            return {}
+        }.shared()
+        weakFollowerPromise = shared.follower().promise
+        XCTAssertEqual(shared.followerCount, 1, "the abandoned follower waits")
+        XCTAssertFalse(shared.isEnded)
+        XCTAssertNotNil(resolver)
+        resolver = nil
+        XCTAssertNil(weakFollowerPromise, "nothing can settle it: it was freed")
+        XCTAssertTrue(shared.isEnded)
+        XCTAssertEqual(shared.followerCount, 0)
+        let late = shared.follower()
+        XCTAssertEqual(late.error as? CancellablePromiseError, .cancelled)
+    }
+
     func testAFollowerHeldOnlyThroughItsChainStillWaits() {
         let task = SharedSourceTask()
         let shared = task.promise.shared()
