@@ -32,7 +32,7 @@ import PromiseCore
 /// unlocking, on the same thread. `ended` runs once, when the work ends (the source settled, the
 /// last follower was cancelled, or the source was freed unsettled), before the followers are
 /// settled or the source cancelled.
-final class SharedWorkHost<T>: Sendable {
+final class SharedWorkHost<T>: SharedFollowerHost {
     /// The state machine and its lock (PromiseCore's `Locked`).
     private let work: Locked<SharedWork<T>>
     /// Called (after unlocking) once the work ended; `nil` if the owner needs no notice.
