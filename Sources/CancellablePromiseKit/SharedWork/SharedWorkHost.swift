@@ -33,20 +33,31 @@ import PromiseCore
 /// last follower was cancelled, or the source was freed unsettled), before the followers are
 /// settled or the source cancelled.
 final class SharedWorkHost<T>: SharedFollowerHost {
-    /// The state machine and its lock (PromiseCore's `Locked`).
-    private let work: Locked<SharedWork<T>>
+    /// What the owner is told, after unlocking, once the work ended.
+    typealias Ended = @Sendable (SharedWorkHost<T>) -> Void
+
+    /// The state machine and its lock word (PromiseCore's `LockStorage`). Reached here through
+    /// the storage's own pointers between `lock()` and `unlock()`, which this module compiles
+    /// for the machine's type: through `Locked` or `withLockedValue`, generic code of another
+    /// module, every event would look up the metadata of the machine and of its result.
+    private let storage: UncheckedSendable<LockStorage<SharedWork<T>>>
     /// Called (after unlocking) once the work ended; `nil` if the owner needs no notice.
-    private let ended: (@Sendable (SharedWorkHost<T>) -> Void)?
+    private let ended: Ended?
 
     /// A host whose source is still to be made (followers may join already); `ended` is
     /// called once the work ended.
-    init(ended: (@Sendable (SharedWorkHost<T>) -> Void)? = nil) {
-        work = Locked(SharedWork(phase: .starting))
+    init(ended: Ended? = nil) {
+        storage = UncheckedSendable(LockStorage.create(value: SharedWork(phase: .starting)))
         self.ended = ended
     }
 
+    /// Runs `body` on the machine with the lock held, on the calling thread; `body` must not
+    /// call user code or release objects.
     @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        work.withLock(body)
+        let storage = storage.value
+        storage.lock()
+        defer { storage.unlock() }
+        return storage.withUnsafeMutablePointerToHeader { body(&$0.pointee) }
     }
 
     // MARK: Starting
