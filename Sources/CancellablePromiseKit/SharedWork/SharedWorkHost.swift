@@ -36,10 +36,10 @@ final class SharedWorkHost<T>: SharedFollowerHost {
     /// What the owner is told, after unlocking, once the work ended.
     typealias Ended = @Sendable (SharedWorkHost<T>) -> Void
 
-    /// The state machine and its lock word (PromiseCore's `LockStorage`). Reached here through
-    /// the storage's own pointers between `lock()` and `unlock()`, which this module compiles
-    /// for the machine's type: through `Locked` or `withLockedValue`, generic code of another
-    /// module, every event would look up the metadata of the machine and of its result.
+    /// The state machine and its lock word (PromiseCore's `LockStorage`), reached through the
+    /// storage's pointer between its `lock()` and `unlock()`: the event then runs inline here,
+    /// where `Locked.withLock` or `withLockedValue` would be a call with a closure into generic
+    /// code of another module, on every event.
     private let storage: UncheckedSendable<LockStorage<SharedWork<T>>>
     /// Called (after unlocking) once the work ended; `nil` if the owner needs no notice.
     private let ended: Ended?
