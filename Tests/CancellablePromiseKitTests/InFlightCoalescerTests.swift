@@ -177,6 +177,29 @@ final class InFlightCoalescerTests: XCTestCase {
         XCTAssertEqual(next.value, 1)
     }
 
+    /// The key leaves before the followers are settled: a request made by a follower's handler
+    /// as the work settles starts the work anew, and it stays in flight.
+    func testARequestMadeWhileTheWorkSettlesStartsItAnew() {
+        let coalescer = InFlightCoalescer<String, Int>()
+        let starter = Starter()
+        let inFlightWhenSettled = SendableBox<Int?>(nil)
+        let again = SendableBox<CancellablePromise<Int>?>(nil)
+        let first = coalescer.promise(for: "a", start: starter.start)
+        first.done(on: nil) { _ in
+            inFlightWhenSettled.value = coalescer.inFlightCount
+            again.value = coalescer.promise(for: "a", start: starter.start)
+        }.cauterize()
+        starter.started[0].resolver.fulfill(1)
+        XCTAssertEqual(inFlightWhenSettled.value, 0, "the key left before the followers settled")
+        XCTAssertEqual(starter.started.count, 2, "the request started the work anew")
+        XCTAssertEqual(coalescer.inFlightCount, 1)
+        XCTAssertEqual(coalescer.followerCount(for: "a"), 1)
+        XCTAssertTrue(again.value?.isPending ?? false)
+        starter.started[1].resolver.fulfill(2)
+        XCTAssertEqual(again.value?.value, 2)
+        XCTAssertEqual(coalescer.inFlightCount, 0)
+    }
+
     func testAStartThatThrowsRejectsTheRequestAndLeavesNothing() {
         let coalescer = InFlightCoalescer<String, Int>()
         let promise = coalescer.promise(for: "a") { () throws -> Promise<Int> in throw SharedTestError() }
@@ -234,6 +257,22 @@ final class InFlightCoalescerTests: XCTestCase {
         starter.started[0].resolver.fulfill(6)
         XCTAssertEqual(follower.value, 6)
         XCTAssertNil(weakCoalescer, "nothing holds it once its work settled")
+    }
+
+    /// Work in flight does not keep the coalescer alive: it is freed when released, and its
+    /// work still settles its followers.
+    func testWorkInFlightDoesNotKeepTheCoalescer() {
+        var coalescer: InFlightCoalescer<String, Int>? = InFlightCoalescer()
+        weak let weakCoalescer = coalescer
+        let starter = Starter()
+        let follower = coalescer!.promise(for: "a", start: starter.start)
+        let other = coalescer!.promise(for: "a", start: starter.start)
+        coalescer = nil
+        XCTAssertNil(weakCoalescer, "nothing holds the coalescer")
+        other.cancel()
+        XCTAssertEqual(starter.started[0].cancelCount.value, 0)
+        starter.started[0].resolver.fulfill(7)
+        XCTAssertEqual(follower.value, 7)
     }
 
     func testEntriesAreFreedOnceTheirWorkSettledOrWasCancelled() {

@@ -330,7 +330,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     func testAnAbandonedFollowerIsFreedWithASourceNothingCanSettle() {
         weak var weakFollowerPromise: Promise<Int>?
         weak var weakSource: Promise<Int>?
-        weak var weakStorage: SharedWorkStorage<Int>?
+        weak var weakStorage: SharedWorkHost<Int>?
         var resolver: Resolver<Int>?
         do {
             let source = CancellablePromise<Int> { seal in
@@ -339,7 +339,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
             }
             weakSource = source.promise
             let shared = source.shared()
-            weakStorage = shared.storage
+            weakStorage = shared.host
             weakFollowerPromise = shared.follower().promise
         }
         XCTAssertNotNil(weakFollowerPromise, "the source's work can still settle it")
@@ -349,6 +349,28 @@ final class SharedCancellablePromiseTests: XCTestCase {
         XCTAssertNil(weakSource)
         XCTAssertNil(weakStorage, "the source's completion handler held the shared state")
         XCTAssertNil(weakFollowerPromise, "and the state held the follower's resolver")
+    }
+
+    /// A source freed unsettled while the handle is kept ends the shared work: the abandoned
+    /// follower waiting on it is freed, and a follower made later is rejected at once with the
+    /// cancellation error instead of waiting for ever.
+    func testASourceNothingCanSettleEndsTheWorkWhileTheHandleIsKept() {
+        weak var weakFollowerPromise: Promise<Int>?
+        var resolver: Resolver<Int>?
+        let shared = CancellablePromise<Int> { seal in
+            resolver = seal
+            return {}
+        }.shared()
+        weakFollowerPromise = shared.follower().promise
+        XCTAssertEqual(shared.followerCount, 1, "the abandoned follower waits")
+        XCTAssertFalse(shared.isEnded)
+        XCTAssertNotNil(resolver)
+        resolver = nil
+        XCTAssertNil(weakFollowerPromise, "nothing can settle it: it was freed")
+        XCTAssertTrue(shared.isEnded)
+        XCTAssertEqual(shared.followerCount, 0)
+        let late = shared.follower()
+        XCTAssertEqual(late.error as? CancellablePromiseError, .cancelled)
     }
 
     func testAFollowerHeldOnlyThroughItsChainStillWaits() {
@@ -530,7 +552,7 @@ final class SharedCancellablePromiseTests: XCTestCase {
     private func settleAbandonedFollowers(_ count: Int, file: StaticString = #filePath, line: UInt = #line) {
         let task = SharedSourceTask()
         var shared: SharedCancellablePromise<Int>? = task.promise.shared()
-        weak let weakStorage = shared?.storage
+        weak let weakStorage = shared?.host
         let shown = Counter()
         var sample: [WeakPromise] = []
         for index in 0..<count {

@@ -278,6 +278,31 @@ final class SharedWorkStateTests: XCTestCase {
         assertPhase(settled, .settled, followers: 0)
     }
 
+    /// Releasing the handle while a follower waits keeps the source: the follower can still be
+    /// cancelled, and the last follower cancelled cancels it.
+    func testReleasingTheHandleWhileAFollowerWaitsKeepsTheSourceCancellable() {
+        let source = makeSource()
+        var work = running(source)
+        let key = assertJoins(&work)
+        XCTAssertNil(work.release().sourceToRelease)
+        assertPhase(work, .running, followers: 1)
+        let cancelling = work.cancel(key)
+        XCTAssertTrue(cancelling.ended)
+        XCTAssertTrue(cancelling.sourceToCancel === source)
+    }
+
+    /// Settling says whether it ended the work: once, not for a source settling after the work
+    /// ended.
+    func testSettlingSaysWhetherItEndedTheWork() {
+        var work = running(makeSource())
+        _ = assertJoins(&work)
+        XCTAssertTrue(work.settle(.fulfilled(1)).ended)
+        XCTAssertFalse(work.settle(.fulfilled(2)).ended)
+
+        var starting = SharedWork<Int>(phase: .starting)
+        XCTAssertTrue(starting.settle(.fulfilled(1)).ended, "a source settling before it was started")
+    }
+
     // MARK: Starting
 
     /// The source made while followers wait runs; nothing is cancelled.

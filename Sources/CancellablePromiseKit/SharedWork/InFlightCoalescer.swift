@@ -1,21 +1,21 @@
 import PromiseCore
 
 // In-flight coalescing: equal requests share one piece of work while it runs. Each key in flight
-// has a `SharedWork` (the state machine of SharedWork.swift), and every entry lives in one
-// dictionary behind the coalescer's one lock, so "join the work in flight, or start it anew" and
-// "the last follower was cancelled: cancel the work and forget it" are decided atomically: a
-// request either finds the entry while a follower still waits (and shares the work), or finds no
-// entry (and starts anew). It never joins work that was cancelled.
+// has a `SharedWorkHost` (SharedWorkHost.swift, the host of the `SharedWork` state machine), and
+// the hosts live in one dictionary behind the coalescer's lock. A request joins the host of its
+// key with the coalescer's lock held (the host's lock is taken inside it: always in that order),
+// so "join the work in flight, or start it anew" is decided atomically: a host whose work ended
+// (settled, or cancelled by its last follower) refuses the follower, and the request then
+// replaces it with a new host and starts the work anew. It never joins work that was cancelled.
 //
-// An entry leaves the dictionary in the same critical section in which its work ends (settled,
-// or cancelled by its last follower), so the coalescer holds only work in flight. An entry is a
-// small object (`InFlightWork`), guarded by the coalescer's lock like the dictionary: the
-// tickets of its followers and its source's completion handler hold it, so a follower leaving
-// costs no hashing, and a report about ended work never touches a newer entry of the same key.
-// An abandoned follower stays in its entry and settles with the work (see SharedWork.swift);
-// the entry then lets go of the source, which its completion handler keeps waiting. If that
-// source is freed unsettled (nothing can settle it any more), the handler's `deinit` ends the
-// work and the key leaves, so a later request starts anew.
+// A host tells the coalescer that its work ended (through the closure it was made with, which
+// holds the coalescer weakly) after unlocking its own lock and before it settles its followers
+// or cancels its source, and the coalescer forgets the key if it still maps to that host: the
+// coalescer holds only work in flight. A follower leaving takes only its host's lock and costs
+// no hashing, and a report about ended work never touches a newer host of the same key. An
+// abandoned follower stays in its host and settles with the work; if the source is then freed
+// unsettled (nothing can settle it any more), its work ends too and the key leaves, so a later
+// request starts anew.
 
 /// Shares work in flight between equal requests: while work for a key runs, a request for the
 /// same key gets a new follower of that work instead of starting it again.
@@ -53,62 +53,16 @@ import PromiseCore
 /// flight, which goes on for its followers. Thread-safe: request, cancel and drop followers
 /// from any thread. Joining and leaving cost O(1) amortised, in any order; a long-lived
 /// coalescer holds only the keys in flight and their waiting followers.
-public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: `state` is only touched with the lock held; `Value` need not be `Sendable`,
-    // as for `Promise`.
-    fileprivate typealias Entry = InFlightWork<Key, Value>
+public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: Sendable {
+    // `Value` need not be `Sendable`, as for `Promise`: a value crosses threads only through
+    // the promises' own synchronisation.
+    private typealias Host = SharedWorkHost<Value>
 
-    private struct State {
-        var entries: [Key: Entry] = [:]
-
-        /// A request for `key`: joins the entry in flight, or makes one (`starts`: the caller
-        /// starts its work).
-        mutating func join(
-            _ key: Key, _ resolver: Resolver<Value>
-        ) -> (entry: Entry, follower: FollowerKey, starts: Bool) {
-            if let entry = entries[key] {
-                guard case .joined(let follower) = entry.work.join(resolver) else {
-                    preconditionFailure("InFlightCoalescer: an entry in flight has ended")
-                }
-                return (entry, follower, false)
-            }
-            let entry = Entry(key)
-            guard case .joined(let follower) = entry.work.join(resolver) else {
-                preconditionFailure("InFlightCoalescer: new work has ended")
-            }
-            entries[key] = entry
-            return (entry, follower, true)
-        }
-
-        /// Runs `event` on `entry`'s work; if that ended the work, removes the entry (returned,
-        /// to be released after unlocking).
-        mutating func update<R>(_ entry: Entry, _ event: (inout SharedWork<Value>) -> R) -> (R, Entry?) {
-            let wasEnded = entry.work.isEnded
-            let result = event(&entry.work)
-            guard !wasEnded, entry.work.isEnded else { return (result, nil) }
-            return (result, entries.removeValue(forKey: entry.key))
-        }
-    }
-
-    // The lock word must remain the first stored property: an inline lock word, by the rule of
-    // PromiseCore's Lock.swift (through a `LockStorage`, this generic class's unspecialized calls
-    // would look up type metadata on every request).
-    private var lockWord = LockWord()
-    /// Guarded by the lock.
-    @exclusivity(unchecked) private var state = State()
+    /// The work in flight, by key (a host whose work ended may stay until it reports that).
+    private let entries = Locked<[Key: Host]>([:])
 
     /// Creates a coalescer with nothing in flight.
     public init() {}
-
-    deinit {
-        lockWordDestroy(of: self)
-    }
-
-    @inline(__always) private func withLock<R>(_ body: (inout State) -> R) -> R {
-        lockWordLock(of: self)
-        defer { lockWordUnlock(of: self) }
-        return body(&state)
-    }
 
     // MARK: Requests
 
@@ -135,126 +89,49 @@ public final class InFlightCoalescer<Key: Hashable & Sendable, Value>: @unchecke
     /// synchronously on the settling thread.
     public func promise<R: Thenable>(for key: Key, start: () throws -> R) -> CancellablePromise<Value>
     where R.T == Value {
-        var joined: (entry: Entry, follower: FollowerKey, starts: Bool)?
+        var starting: Host?
         // The follower is made (and counted as waiting) before the work starts.
         let follower = CancellablePromise<Value> { resolver in
-            let joining = withLock { $0.join(key, resolver) }
-            joined = joining
-            let ticket = CoalescedFollowerTicket(self, joining.entry, joining.follower)
-            return { ticket.cancelled() }
+            let joined = entries.withLock { entries in self.join(&entries, key, resolver) }
+            if joined.starts { starting = joined.host }
+            _ = joined.replaced  // released outside the lock
+            return joined.host.cancelFunction(of: joined.follower)
         }
-        guard let joined, joined.starts else { return follower }
-        let entry = joined.entry
-        let source: CancellablePromise<Value>
-        do {
-            source = try start().cancellize()
-        } catch {
-            source = CancellablePromise(error: error)
-        }
-        if let cancelled = withLock({ state in state.update(entry) { $0.started(source) } }).0 {
-            // Every follower was cancelled while `start` ran: the work was cancelled and forgotten.
-            cancelled.cancel()
-            return follower
-        }
-        // Running, or committed (a follower was abandoned while `start` ran): the entry does not
-        // hold `source` then, and only its completion handler keeps it waiting.
-        let watch = InFlightSourceWatch(self, entry)
-        source.pipe { result in watch.settled(result) }
+        starting?.start(Host.makeSource(start))
         return follower
     }
 
+    /// A request for `key`, with the coalescer's lock held: joins the host in flight, or makes
+    /// a new one (`starts`: the caller starts its work), replacing a host whose work ended
+    /// (`replaced`, to be released after unlocking).
+    private func join(
+        _ entries: inout [Key: Host], _ key: Key, _ resolver: Resolver<Value>
+    ) -> (host: Host, follower: FollowerKey, starts: Bool, replaced: Host?) {
+        if let host = entries[key], case .joined(let follower) = host.join(resolver) {
+            return (host, follower, false, nil)
+        }
+        let host = Host { [weak self] host in self?.forget(key, host) }
+        guard case .joined(let follower) = host.join(resolver) else {
+            preconditionFailure("InFlightCoalescer: new work has ended")
+        }
+        return (host, follower, true, entries.updateValue(host, forKey: key))
+    }
+
+    /// The work of `host` ended: the key leaves, unless it maps to newer work already.
+    private func forget(_ key: Key, _ host: Host) {
+        let removed = entries.withLock { entries -> Host? in
+            guard entries[key] === host else { return nil }
+            return entries.removeValue(forKey: key)
+        }
+        _ = removed  // released outside the lock
+    }
+
     /// The number of keys with work in flight. Safe from any thread.
-    public var inFlightCount: Int { withLock { $0.entries.count } }
+    public var inFlightCount: Int { entries.withLock { $0.count } }
 
     /// The number of followers waiting on the work in flight for `key` (0 if none), abandoned
     /// ones included. Safe from any thread.
     public func followerCount(for key: Key) -> Int {
-        withLock { $0.entries[key]?.work.followerCount ?? 0 }
-    }
-
-    // MARK: Events
-
-    /// A follower was cancelled (its cancellation rejected it already).
-    fileprivate func cancel(_ entry: Entry, _ follower: FollowerKey) {
-        let (cancelling, removed) = withLock { state in state.update(entry) { $0.cancel(follower) } }
-        cancelling.run()
-        _ = removed  // released outside the lock
-    }
-
-    /// A follower was abandoned: it keeps waiting, and the entry lets go of the source
-    /// (released here, after unlocking).
-    fileprivate func abandon(_ entry: Entry, _ follower: FollowerKey) {
-        let committing = withLock { _ in entry.work.abandon(follower) }
-        _ = committing
-    }
-
-    fileprivate func sourceSettled(_ entry: Entry, _ result: Result<Value>) {
-        let (settling, removed) = withLock { state in state.update(entry) { $0.settle(result) } }
-        settling.run(result)
-        _ = removed
-    }
-
-    /// The source was freed unsettled: its work ends and the key leaves, so that the next
-    /// request starts anew instead of joining work nothing can settle. Does nothing once the
-    /// work ended.
-    fileprivate func sourceLost(_ entry: Entry) {
-        let (followers, removed) = withLock { state in state.update(entry) { $0.lose() } }
-        _ = (followers, removed)  // released outside the lock
-    }
-}
-
-/// What the completion handler of a piece of work's source captures: it reports the result, and
-/// from its `deinit` that the handler was released (after the source settled, or unsettled when
-/// nothing can settle the source any more: only an abandoned follower waited on it).
-private final class InFlightSourceWatch<Key: Hashable & Sendable, Value>: Sendable {
-    private let coalescer: InFlightCoalescer<Key, Value>
-    private let entry: InFlightWork<Key, Value>
-
-    init(_ coalescer: InFlightCoalescer<Key, Value>, _ entry: InFlightWork<Key, Value>) {
-        self.coalescer = coalescer
-        self.entry = entry
-    }
-
-    func settled(_ result: Result<Value>) {
-        coalescer.sourceSettled(entry, result)
-    }
-
-    deinit {
-        coalescer.sourceLost(entry)
-    }
-}
-
-/// The work in flight for one key: its state machine, guarded by the coalescer's lock (it has
-/// no lock of its own; only the coalescer touches `work`, and only with its lock held).
-private final class InFlightWork<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: `work` is guarded by the lock of the coalescer that made this entry.
-    let key: Key
-    @exclusivity(unchecked) var work = SharedWork<Value>(phase: .starting)
-
-    init(_ key: Key) {
-        self.key = key
-    }
-}
-
-/// What a coalesced follower's cancel closure captures: it reports the follower cancelled when
-/// the closure is called, and abandoned when it is released uncalled (see `SharedFollowerTicket`).
-private final class CoalescedFollowerTicket<Key: Hashable & Sendable, Value>: @unchecked Sendable {
-    // @unchecked: every property is immutable; the coalescer is thread-safe and guards the entry.
-    private let coalescer: InFlightCoalescer<Key, Value>
-    private let entry: InFlightWork<Key, Value>
-    private let follower: FollowerKey
-
-    init(_ coalescer: InFlightCoalescer<Key, Value>, _ entry: InFlightWork<Key, Value>, _ follower: FollowerKey) {
-        self.coalescer = coalescer
-        self.entry = entry
-        self.follower = follower
-    }
-
-    func cancelled() {
-        coalescer.cancel(entry, follower)
-    }
-
-    deinit {
-        coalescer.abandon(entry, follower)
+        entries.withLock { $0[key]?.withLock { $0.followerCount } ?? 0 }
     }
 }

@@ -2,20 +2,10 @@ import PromiseCore
 
 // One source promise shared by followers, with reference-counted cancellation: each follower is
 // a cancellable promise of its own chain, and the source is cancelled only when every follower
-// was cancelled. The state machine is `SharedWork` (SharedWork.swift); `SharedWorkStorage` is its
-// lock and its events, and the handle runs the actions after unlocking.
-//
-// What holds what:
-// - the source's completion handler holds the storage, and the storage holds the followers'
-//   resolvers, abandoned ones included: a follower nobody can cancel settles with the source
-//   for as long as the source can settle, and is freed with it if nothing can settle it;
-// - the storage holds the source (to cancel it) only while it can still be cancelled: until a
-//   follower is abandoned or the handle goes away. Then it lets go, so no cycle through the
-//   source's handler outlives the last cancel handle;
-// - the handle (`SharedCancellablePromise`) holds the storage; a follower's cancel closure holds
-//   a ticket, and the ticket holds the handle: a follower that can still be cancelled keeps the
-//   handle alive. The ticket's `deinit` reports the follower abandoned when its chain's last
-//   cancel handle goes away, and the handle's `deinit` that nothing can join any more.
+// was cancelled. The state machine is `SharedWork` (SharedWork.swift), hosted by a
+// `SharedWorkHost` (SharedWorkHost.swift, which says what holds what). This handle holds the
+// host, and each follower that can still be cancelled holds this handle; the handle's `deinit`
+// tells the host that nothing can join any more.
 
 /// A cancellable promise shared by several waiters, with reference-counted cancellation: it
 /// hands out followers, and its source is cancelled only once every follower has been cancelled.
@@ -73,11 +63,12 @@ import PromiseCore
 /// Thread-safe: make, cancel and drop followers from any thread. Each follower costs O(1) to
 /// add, to cancel and to abandon, in any order, and settling N followers costs O(N); the state
 /// holds a slot per waiting follower at most, and after the source settled only the result.
-public final class SharedCancellablePromise<T>: @unchecked Sendable {
-    // @unchecked: `storage` is immutable and thread-safe; `T` need not be `Sendable`, as for
-    // `Promise` (the value crosses threads only through the promises' own synchronisation).
-    /// The state, also held by the source's completion handler.
-    let storage: SharedWorkStorage<T>
+public final class SharedCancellablePromise<T>: Sendable {
+    // `T` need not be `Sendable`, as for `Promise`: the value crosses threads only through the
+    // promises' own synchronisation.
+    /// The shared work, also held by the source's completion handler and by the followers that
+    /// can still be cancelled.
+    let host: SharedWorkHost<T>
 
     /// Shares `source`: followers made with ``follower()`` settle as it does, and it is
     /// cancelled once every follower was cancelled (never while an abandoned follower waits).
@@ -86,9 +77,8 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     /// it cancels every follower with it. A settled `source` gives its result to every
     /// follower at once.
     public init(_ source: CancellablePromise<T>) {
-        let storage = SharedWorkStorage(source)
-        self.storage = storage
-        source.pipe { result in storage.sourceSettled(result) }
+        host = SharedWorkHost()
+        host.start(source)
     }
 
     /// Calls `body` at once, on the calling thread, and shares the promise it returns, as
@@ -105,18 +95,12 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     ///
     /// If `body` throws, every follower is rejected with that error.
     public convenience init<R: Thenable>(_ body: () throws -> R) where R.T == T {
-        let source: CancellablePromise<T>
-        do {
-            source = try body().cancellize()
-        } catch {
-            source = CancellablePromise(error: error)
-        }
-        self.init(source)
+        self.init(SharedWorkHost.makeSource(body))
     }
 
     deinit {
-        // Nothing can join or be cancelled through this handle any more.
-        storage.release()
+        // Nothing can join through this handle any more.
+        host.release()
     }
 
     // MARK: Followers
@@ -139,30 +123,20 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     /// say that the work was cancelled. Safe from any thread, including from inside the
     /// source's cancel closure or a follower's handler.
     public func follower() -> CancellablePromise<T> {
-        CancellablePromise<T> { resolver in
-            switch storage.join(resolver) {
-            case .joined(let key):
-                let ticket = SharedFollowerTicket(self, key)
-                return { ticket.cancelled() }
-            case .settled(let settled):
-                resolver.resolve(settled.result)
-            case .cancelled(let error):
-                resolver.reject(error)
-            }
-            return {}
-        }
+        // A follower that can still be cancelled keeps this handle alive.
+        host.follower(keeping: self)
     }
 
     /// The number of followers waiting: made, and neither settled nor cancelled (abandoned
     /// followers wait). 0 before the first follower and once the work is over. Safe from any
     /// thread.
-    public var followerCount: Int { storage.withLock { $0.followerCount } }
+    public var followerCount: Int { host.withLock { $0.followerCount } }
 
     /// `true` once the shared work was cancelled: its last follower was cancelled, or the source
     /// was cancelled from elsewhere (it was rejected with a cancellation error). Safe from any
     /// thread.
     public var isCancelled: Bool {
-        storage.withLock { work in
+        host.withLock { work in
             switch work.phase {
             case .cancelled: return true
             case .settled(let settled):
@@ -176,74 +150,7 @@ public final class SharedCancellablePromise<T>: @unchecked Sendable {
     /// `true` once the shared work is over: the source settled, or the last follower was
     /// cancelled and so was the source. Followers made from then on settle at once. Safe from
     /// any thread.
-    public var isEnded: Bool { storage.withLock { $0.isEnded } }
-}
-
-/// The lock and state of one ``SharedCancellablePromise``: held by the handle and by the
-/// source's completion handler (which keeps the resolvers of abandoned followers until the
-/// source settles). Events decide under the lock and run their actions after unlocking.
-final class SharedWorkStorage<T>: Sendable {
-    /// The state machine and its lock (PromiseCore's `Locked`).
-    private let work: Locked<SharedWork<T>>
-
-    init(_ source: CancellablePromise<T>) {
-        work = Locked(SharedWork(phase: .running(source)))
-    }
-
-    @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        work.withLock(body)
-    }
-
-    func join(_ resolver: Resolver<T>) -> SharedWork<T>.Joining {
-        withLock { $0.join(resolver) }
-    }
-
-    /// A follower was cancelled (its cancellation rejected it already).
-    func cancel(_ key: FollowerKey) {
-        let cancelling = withLock { $0.cancel(key) }
-        cancelling.run()
-    }
-
-    /// A follower was abandoned: it keeps waiting, and the source is let go of (released here,
-    /// after unlocking).
-    func abandon(_ key: FollowerKey) {
-        let committing = withLock { $0.abandon(key) }
-        _ = committing
-    }
-
-    /// The handle was released.
-    func release() {
-        let committing = withLock { $0.release() }
-        _ = committing
-    }
-
-    func sourceSettled(_ result: Result<T>) {
-        let settling = withLock { $0.settle(result) }
-        settling.run(result)
-    }
-}
-
-/// What a follower's cancel closure captures: it reports the follower cancelled when the closure
-/// is called, and abandoned when the closure is released uncalled while the work goes on (the
-/// follower's chain has no cancel handle left); once the follower has left or settled, a report
-/// does nothing.
-private final class SharedFollowerTicket<T>: @unchecked Sendable {
-    // @unchecked: both properties are immutable; the shared promise is thread-safe.
-    private let shared: SharedCancellablePromise<T>
-    private let key: FollowerKey
-
-    init(_ shared: SharedCancellablePromise<T>, _ key: FollowerKey) {
-        self.shared = shared
-        self.key = key
-    }
-
-    func cancelled() {
-        shared.storage.cancel(key)
-    }
-
-    deinit {
-        shared.storage.abandon(key)
-    }
+    public var isEnded: Bool { host.withLock { $0.isEnded } }
 }
 
 extension CancellablePromise {

@@ -1,7 +1,8 @@
 import PromiseCore
 
-// The state machine of shared work, used by `SharedCancellablePromise` (behind its own lock) and
-// by `InFlightCoalescer` (one per key in flight, behind the coalescer's lock).
+// The state machine of shared work. Its one host, `SharedWorkHost` (SharedWorkHost.swift),
+// keeps it behind a lock, for `SharedCancellablePromise` (one per shared promise) and for
+// `InFlightCoalescer` (one per key in flight).
 //
 // Shared work is one source promise and the followers waiting on it. The state holds each
 // follower's *resolver* (to settle it as the source settles), never the follower's cancel
@@ -11,9 +12,9 @@ import PromiseCore
 // stays in the table and settles with the source, as any abandoned chain settles with its work.
 // Since nothing can cancel it, the source can no longer be cancelled through this work: the
 // state lets go of the source's cancel handle (`committed`), and only the source's completion
-// handler, which holds the state, keeps the abandoned followers' resolvers, until it settles.
+// handler, which holds the host, keeps the abandoned followers' resolvers, until it settles.
 //
-// Every event is a mutating method that decides under the owner's lock and returns what to do
+// Every event is a mutating method that decides under the host's lock and returns what to do
 // after unlocking: resolvers to settle, the source to cancel, objects to release (a released
 // promise or resolver may run user code in deinits, so nothing is dropped under the lock).
 
@@ -89,6 +90,8 @@ struct SharedWork<T> {
     struct Settling {
         var followers: [AnyObject] = []
         var source: CancellablePromise<T>?
+        /// Whether the work ended now (it had not already).
+        var ended = false
     }
 
     private(set) var phase: Phase
@@ -142,10 +145,13 @@ struct SharedWork<T> {
         return commit()
     }
 
-    /// The handle was released: nothing can join any more, and no follower can be cancelled
-    /// (a follower that can still be cancelled holds the handle), so the source is committed.
+    /// The owner let go of the work: nothing can join any more. With no follower waiting,
+    /// nothing can cancel the source any more, so it is committed; followers waiting keep it
+    /// as it is (each can still be cancelled, and the last one cancels the source, or was
+    /// abandoned and committed it already).
     mutating func release() -> Committing {
-        commit()
+        guard followers.count == 0 else { return Committing() }
+        return commit()
     }
 
     private mutating func commit() -> Committing {
@@ -182,9 +188,11 @@ struct SharedWork<T> {
             settling.source = source
             settling.followers = followers.removeAll()
             phase = .settled(SettledResult(result))
+            settling.ended = true
         case .starting, .committed:
             settling.followers = followers.removeAll()
             phase = .settled(SettledResult(result))
+            settling.ended = true
         case .settled, .cancelled:
             break
         }
