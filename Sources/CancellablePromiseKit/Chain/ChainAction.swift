@@ -4,7 +4,7 @@
 // the actions to see what happened. Release builds record nothing and have none of this.
 
 /// One thing a `ChainActions` was told to do, as recorded (debug builds only).
-enum ChainAction: Equatable {
+enum ChainAction: Equatable, Sendable {
     /// The member of slot `slot` was rejected under the lock; `wasPending` is false if its
     /// promise had settled on its own first (then its cancel closure and links are released,
     /// not called or followed).
@@ -22,7 +22,7 @@ enum ChainAction: Equatable {
     case releaseStorages(count: Int)
 
     /// What a link reaches.
-    indirect enum LinkShape: Equatable {
+    indirect enum LinkShape: Equatable, Sendable {
         case chain
         case task
         case both(LinkShape, LinkShape)
@@ -37,7 +37,7 @@ enum ChainAction: Equatable {
     }
 
     /// What released member contents held.
-    struct Held: OptionSet, Equatable, CustomStringConvertible {
+    struct Held: OptionSet, Equatable, Sendable, CustomStringConvertible {
         let rawValue: UInt8
 
         init(rawValue: UInt8) { self.rawValue = rawValue }
