@@ -37,6 +37,11 @@ struct ChainActions {
     private var more: MoreActions?
     /// Whether anything was recorded.
     private(set) var isEmpty = true
+    #if DEBUG
+    /// What each record call added, in order (debug builds only): what an event decided, for
+    /// tests to compare.
+    private(set) var recorded: [ChainAction] = []
+    #endif
 
     init() {}
 
@@ -67,10 +72,20 @@ struct ChainActions {
         let body = taken.cancelBody
         let link = taken.link
         guard let target = taken.target else {
+            #if DEBUG
+            recorded += [.reject(slot: key, wasPending: false), .release(.init(taken))]
+            #endif
             drop(.init(cancelBody: body, link: link, target: nil))
             return true
         }
         let rejected = target.settle(rejected: error)
+        #if DEBUG
+        if case .none = rejected {
+            recorded += [.reject(slot: key, wasPending: false), .release(.init(taken))]
+        } else {
+            recorded.append(.reject(slot: key, wasPending: true))
+        }
+        #endif
         let unblocked: ReleasedHandlers
         // Consumed, so that the payload moves into what is kept instead of being copied.
         switch consume rejected {
@@ -102,11 +117,17 @@ struct ChainActions {
 
     /// Releases what a member held, after the lock.
     mutating func release(_ taken: MemberContents) {
+        #if DEBUG
+        if !taken.isEmpty { recorded.append(.release(.init(taken))) }
+        #endif
         if !taken.isEmpty { drop(taken) }
     }
 
     /// Releases `link` after the lock.
     mutating func release(_ link: CancelLink) {
+        #if DEBUG
+        recorded.append(.release(.link))
+        #endif
         drop(.init(cancelBody: nil, link: link, target: nil))
     }
 
@@ -133,12 +154,18 @@ struct ChainActions {
     /// Tells `attachment` (a member's earlier attachment) that its promise settled.
     mutating func notify(_ attachment: EarlierAttachment?) {
         guard let attachment else { return }
+        #if DEBUG
+        recorded.append(.notify(key: attachment.key))
+        #endif
         isEmpty = false
         makeMore().notified.append(attachment)
     }
 
     /// Cancels the chains `link` reaches with `error`.
     mutating func follow(_ link: CancelLink, error: any Error) {
+        #if DEBUG
+        recorded.append(.follow(.init(link), error: String(describing: error)))
+        #endif
         isEmpty = false
         makeMore().links.append((link, error))
     }
@@ -151,6 +178,9 @@ struct ChainActions {
     /// Releases `storages` (that left a chain's group) after the lock.
     mutating func releaseStorages(_ storages: [CancelStorage]) {
         guard !storages.isEmpty else { return }
+        #if DEBUG
+        recorded.append(.releaseStorages(count: storages.count))
+        #endif
         isEmpty = false
         let more = makeMore()
         if more.releasedStorages.isEmpty {
@@ -162,6 +192,9 @@ struct ChainActions {
 
     /// Calls `body` (a cancel closure) after the lock.
     mutating func call(_ body: @escaping () -> Void) {
+        #if DEBUG
+        recorded.append(.call)
+        #endif
         isEmpty = false
         if case .none = singleCall { singleCall = body } else { makeMore().calls.append(body) }
     }
