@@ -41,9 +41,11 @@ private final class Probe {
 
 /// An attachment that records the keys it is told settled.
 private final class RecordingAttachment: PromiseAttachment {
-    private(set) var settledKeys: [UInt32] = []
+    private(set) var settledKeys: [UInt64] = []
 
-    func promiseDidSettle(key: UInt32) { settledKeys.append(key) }
+    func promiseDidSettle(key: UInt64) { settledKeys.append(key) }
+
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// Fulfils a promise when the test is done with it (if it is still pending), so that a promise
@@ -270,7 +272,6 @@ private func assertReleasedUncalled(_ probe: Probe, file: StaticString = #filePa
 private func recorded(_ left: LeftMember) -> ChainActions {
     var actions = ChainActions()
     actions.release(left.contents)
-    actions.notify(left.earlier)
     return actions
 }
 
@@ -846,16 +847,18 @@ final class ChainStateTests: XCTestCase {
     }
 
     /// The attachment a promise had before the chain adopted it (not a producer's task, which
-    /// the cancel closure stands for) is told when it settles, with the key it knows it by.
-    func testASettledMemberTellsTheAttachmentItHadBeforeBeingListed() {
+    /// the cancel closure stands for) is still told when it settles, once, with the key it knows
+    /// it by: the promise keeps it as a settle listener, and the chain keeps nothing of it.
+    func testASettledMemberStillTellsTheAttachmentItHadBeforeBeingListed() {
         var chain = Chain(members: 0)
         let earlier = RecordingAttachment()
         let (promise, resolver) = Promise<Int>.pending()
+        XCTAssertTrue(promise.replaceAttachment(with: earlier, key: 7).attached)
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: nil)
+        let outcome = promise.replaceAttachment(with: chain.root, key: key.index)
+        XCTAssertNil(outcome.replaced, "kept by the promise, not handed back")
         var attaching = ChainActions()
-        chain.state.attach(
-            key, target: promise, attached: true, previous: earlier, previousKey: 7, in: chain.home,
-            into: &attaching)
+        chain.state.attach(key, target: promise, attached: outcome.attached, in: chain.home, into: &attaching)
         assertNothingRecorded(attaching)
         let member = Member(key: key, promise: promise, resolver: resolver, cancel: Probe())
         assertListed(member, in: chain.table)
@@ -864,6 +867,7 @@ final class ChainStateTests: XCTestCase {
         var actions = chain.settle(member)
         actions.run()
         XCTAssertEqual(earlier.settledKeys, [7])
+        assertFreed(member, in: chain.table)
     }
 
     /// A member left detached (abandoned, or waiting behind an observer) is freed by its
@@ -891,9 +895,7 @@ final class ChainStateTests: XCTestCase {
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: probe.makeBody())
         XCTAssertEqual(chain.table.inUse, 1)
         var actions = ChainActions()
-        chain.state.attach(
-            key, target: Promise<Int>.value(1), attached: false, previous: nil, previousKey: 0, in: chain.home,
-            into: &actions)
+        chain.state.attach(key, target: Promise<Int>.value(1), attached: false, in: chain.home, into: &actions)
         XCTAssertEqual(chain.table.inUse, 0)
         XCTAssertEqual(chain.state.listedCount, 0)
         XCTAssertNil(chain.table.index(of: key))

@@ -12,9 +12,9 @@ import PromiseCore
 // Entries live in a slot table with a free list (`KeyedSlots`), so an entry leaves in O(1) in
 // any order, and `count` is the table's count. Work that can tell when it is over leaves the
 // bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
-// chain when its promise settles (a settle notice on the promise: one allocation, see
-// PromiseCore's SettleNotice.swift), a request when its token completes (`onComplete`), a task
-// when it finishes (the task that awaits it). A `Cancellable`
+// chain when its promise settles (the bag is a settle listener of the promise, told once with
+// the entry's key: one allocation, see PromiseCore's SettleListener.swift), a request when its
+// token completes (`onComplete`), a task when it finishes (the task that awaits it). A `Cancellable`
 // held weakly cannot tell when it goes away: those entries are checked as they accumulate and
 // when the bag is counted, and only those.
 
@@ -164,6 +164,11 @@ public final class CancelBag: Sendable {
     /// The number of entries held, without checking weakly held objects (for tests).
     var storedCount: Int { state.withLock { $0.table.count } }
 
+    #if DEBUG
+    /// How many settles of stored promises the bag heard (for tests: an entry is told once).
+    let settlesHeard = Locked(0)
+    #endif
+
     /// The number of slots of the bag's table, free ones included (for tests).
     var slotCount: Int { state.withLock { $0.table.slotCount } }
 
@@ -197,10 +202,10 @@ public final class CancelBag: Sendable {
     }
 
     /// Makes the entry `key` leave the bag when `promise` settles, on the settling thread (at
-    /// once if it has settled already). The notice holds the bag weakly: a bag that is gone
+    /// once if it has settled already). The listener holds the bag weakly: a bag that is gone
     /// cancelled its entries already.
     private func leave<T>(_ key: BagKey, when promise: Promise<T>) {
-        promise.addSettleNotice(owner: self, key: key.packed)
+        promise.addSettleListener(self, key: key.packed)
     }
 
     func store(_ context: CancelContext) {
@@ -227,11 +232,17 @@ public final class CancelBag: Sendable {
 
 // MARK: - The table
 
-extension CancelBag: SettleNoticeOwner {
+extension CancelBag: PromiseAttachment {
     /// A stored chain's promise settled: its entry leaves.
-    package func promiseDidSettle(noticeKey: UInt64) {
-        remove(BagKey(packed: noticeKey))
+    @usableFromInline package func promiseDidSettle(key: UInt64) {
+        #if DEBUG
+        settlesHeard.withLock { $0 += 1 }
+        #endif
+        remove(BagKey(packed: key))
     }
+
+    /// The bag governs no step.
+    @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// An entry's place in the bag's table.

@@ -15,7 +15,7 @@ struct SlotKey: Equatable, Sendable {
         self.ticket = ticket
     }
 
-    /// The key packed in one word (as a settle notice carries it).
+    /// The key packed in one word (as a settle listener carries it).
     init(packed: UInt64) {
         slot = UInt32(truncatingIfNeeded: packed >> 32)
         ticket = UInt32(truncatingIfNeeded: packed)

@@ -53,9 +53,6 @@ struct SlotTable {
     private var nextGeneration: UInt32 = 0
     /// Slots in use by observers. (32 bits, beside `nextGeneration`: the table stays as large.)
     private(set) var observersInUse: UInt32 = 0
-    /// Earlier attachments, by slot: rare (a promise listed with an attachment other than a
-    /// producer's task).
-    private var earlier: [Int: EarlierAttachment] = [:]
     /// Slots in the `listed` state.
     private(set) var listedCount = 0
     /// Slots not free.
@@ -152,16 +149,6 @@ struct SlotTable {
         var taken = MemberContents()
         withSlot(index) { swap(&taken, &$0.contents) }
         return taken
-    }
-
-    /// Records the earlier attachment of the promise in slot `index`.
-    mutating func setEarlier(_ attachment: EarlierAttachment, for index: Int) {
-        earlier[index] = attachment
-    }
-
-    /// Takes the earlier attachment of the promise in slot `index`, if any.
-    mutating func takeEarlier(_ index: Int) -> EarlierAttachment? {
-        earlier.isEmpty ? nil : earlier.removeValue(forKey: index)
     }
 
     // MARK: Reserving and freeing
