@@ -377,12 +377,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     // `@inline(never)` keeps cross-module optimization from inlining them again.
 
     /// `drain(settle(fulfilled: value))`.
-    @inline(never) @usableFromInline package final func _fulfillAndDrain(_ value: T) {
+    @inline(never) @usableFromInline final func _fulfillAndDrain(_ value: T) {
         drain(consuming: settle(fulfilled: value))
     }
 
     /// `drain(settle(rejected: error))`.
-    @inline(never) @usableFromInline package final func _rejectAndDrain(_ error: any Error) {
+    @inline(never) @usableFromInline final func _rejectAndDrain(_ error: any Error) {
         drain(consuming: settle(rejected: error))
     }
 
