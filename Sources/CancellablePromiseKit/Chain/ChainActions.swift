@@ -59,6 +59,7 @@ struct ChainActions {
     /// closure does later. Returns whether the member's settle notification was taken care of
     /// here (its slot can be freed); `false` when the promise had settled on its own first, so
     /// that its own notification is still to come.
+    @inline(__always)
     mutating func reject(
         _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, with error: any Error
     ) -> Bool {

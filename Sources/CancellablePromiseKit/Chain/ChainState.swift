@@ -504,6 +504,7 @@ extension ChainState {
     /// Rejects the promise of slot `index` under the lock (the one named step that acts under
     /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
     /// of there, otherwise leaves it detached for that notification.
+    @inline(__always)
     private static func reject(
         _ index: Int, in table: inout SlotTable, home: CancelStorage, with error: any Error,
         into actions: inout ChainActions
