@@ -40,7 +40,7 @@ import Dispatch
 // names (as swift-nio's `CallbackList`).
 //
 // PromiseCore's other `package` declarations are not about cancelling; the other modules share
-// them: making and settling a promise without a `Resolver` (`_makePending(attachment:)`,
+// them: making and settling a promise without a `Resolver` (`_makePending()`,
 // `settle(rejected:)`, `resolve(_:)`, `drain(consuming:)`, `ReleasedHandlers`, `Handlers`;
 // Promise.swift, Handlers.swift), hearing a settle (`addSettleListener(_:key:)`;
 // SettleListener.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,

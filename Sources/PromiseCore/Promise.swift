@@ -110,12 +110,9 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         Promise(fulfilled: value)
     }
 
-    /// Returns a pending promise, without a resolver (the caller settles it with `resolve`);
-    /// `attachment`, if any, is its attachment from the start (known by the key 0).
-    @inlinable package static func _makePending(attachment: (any PromiseAttachment)? = nil) -> Promise<T> {
-        let promise = Promise(pending: ())
-        if let attachment { promise.setAttachmentUnshared(attachment, key: 0) }
-        return promise
+    /// Returns a pending promise, without a resolver (the caller settles it with `resolve`).
+    @inlinable package static func _makePending() -> Promise<T> {
+        Promise(pending: ())
     }
 
     // The public entry points that create promises are inlinable: specialized in the caller's

@@ -108,4 +108,12 @@ struct KeyedSlots<Element> {
         count = 0
         return elements
     }
+
+    /// Calls `body` with every entry, in slot order, as the table goes: for a table taken out
+    /// whole (no array of the entries is made).
+    consuming func forEachElement(_ body: (Element) -> Void) {
+        for slot in slots {
+            if let element = slot.element { body(element) }
+        }
+    }
 }

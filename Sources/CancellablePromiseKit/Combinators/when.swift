@@ -374,10 +374,11 @@ private func watch<T>(
     // Settled already: `promise` wins over a rejected condition, unless its value must still
     // be delivered.
     if !watched.isPending, !(ensured && watched.isFulfilled) { return watched._mirror() }
+    let output = Promise<T>._makePending()
     let watch = ConditionWatch<T>(
-        condition: condition, valueArrived: ensured && watched.isFulfilled, onConditionRejected: onConditionRejected)
-    let output = Promise<T>._makePending(attachment: watch)
-    watch.output = output
+        output: output, condition: condition, valueArrived: ensured && watched.isFulfilled,
+        onConditionRejected: onConditionRejected)
+    _ = output.replaceAttachment(with: watch, key: 0)
     condition.addSettleListener(watch, key: ConditionWatch<T>.conditionKey)
     let deliveryQueue = ensured ? conf.Q.map : nil
     watched.pipe { result in
@@ -400,9 +401,7 @@ private func watch<T>(
 /// as a settle listener of the condition, when the condition settles, it rejects the result if
 /// the condition rejected. Once the result or the condition has settled it holds nothing more
 /// (the closure that cancels the watched promise is released).
-private final class ConditionWatch<T>: PromiseAttachment, @unchecked Sendable {
-    // @unchecked: `output` is set once before the watch is shared; the rest is immutable or
-    // behind the lock of `state`.
+private final class ConditionWatch<T>: PromiseAttachment, Sendable {
     private struct State {
         /// Set, with `isEnsured`, once the value has arrived and waits for its delivery.
         var valueArrived: Bool
@@ -414,10 +413,11 @@ private final class ConditionWatch<T>: PromiseAttachment, @unchecked Sendable {
 
     private weak let condition: Promise<Void>?
     /// The result; weakly, as it holds this watch (its attachment).
-    weak var output: Promise<T>?
+    private weak let output: Promise<T>?
     private let state: Locked<State>
 
-    init(condition: Promise<Void>, valueArrived: Bool, onConditionRejected: (() -> Void)?) {
+    init(output: Promise<T>, condition: Promise<Void>, valueArrived: Bool, onConditionRejected: (() -> Void)?) {
+        self.output = output
         self.condition = condition
         self.state = Locked(State(valueArrived: valueArrived, onConditionRejected: onConditionRejected))
     }
