@@ -19,7 +19,9 @@ import Dispatch
 //    (`promiseDidSettle(key:)`), and is released then. There is one way for an owner to hear a
 //    settle: a `PromiseAttachment` told `promiseDidSettle(key:)`, either as the attachment (held
 //    strongly, one per promise, no allocation) or as a settle listener in the handler list
-//    (`addSettleListener(_:key:)`, SettleListener.swift: held weakly, any number). An
+//    (`addSettleListener(_:key:holdingStrongly:)`, SettleListener.swift: any number, each
+//    holding its owner weakly, or strongly until the promise settles for an owner that is a
+//    part of what watches, such as a bag's state). An
 //    attachment replaced while the promise is pending, other than a producer's task, becomes
 //    a settle listener: it is still told.
 // 3. A cancelled chain's bodies never start. Before a step's body starts (not an observer's),
@@ -42,7 +44,7 @@ import Dispatch
 // PromiseCore's other `package` declarations are not about cancelling; the other modules share
 // them: making and settling a promise without a `Resolver` (`_makePending()`,
 // `settle(rejected:)`, `resolve(_:)`, `drain(consuming:)`, `ReleasedHandlers`, `Handlers`;
-// Promise.swift, Handlers.swift), hearing a settle (`addSettleListener(_:key:)`;
+// Promise.swift, Handlers.swift), hearing a settle (`addSettleListener(_:key:holdingStrongly:)`;
 // SettleListener.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks and atomics (`Locked`, `LockWord` and
 // `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and
@@ -107,10 +109,11 @@ extension Promise {
 /// An owner told once, outside every lock, that a promise it watches settled: the one way
 /// library code hears a settle besides the ordinary handlers. It is either a promise's
 /// attachment (a producer's task, a cancellable chain's storage; held strongly until the
-/// promise settles) or a settle listener in its handler list (`addSettleListener(_:key:)`;
-/// held weakly). One owner may watch many promises: each passes back the `key` the owner
-/// gave it (an attachment's key is 32 bits, a slot of a cancel storage's member table; a
-/// listener's 64, so that a table can pack a slot and its generation).
+/// promise settles) or a settle listener in its handler list
+/// (`addSettleListener(_:key:holdingStrongly:)`; held weakly unless asked otherwise). One
+/// owner may watch many promises: each passes back the `key` the owner gave it (an
+/// attachment's key is 32 bits, a slot of a cancel storage's member table; a listener's 64, so
+/// that a table can pack a slot and its generation).
 @usableFromInline package protocol PromiseAttachment: AnyObject {
     /// Called once per promise (per listener added), synchronously on the thread that settled
     /// it, outside every lock; on the thread adding a listener if the promise had settled
@@ -136,9 +139,10 @@ extension Promise {
 extension Promise {
     /// Replaces the attachment while pending, with `new` knowing this promise by `key`. The
     /// previous attachment, if it is not a producer's task, becomes a settle listener (held
-    /// weakly, see `addSettleListener(_:key:)`): it is still told, with its key, that the
-    /// promise settled. Returns `false` (attaching nothing) once settled; `replaced`: a
-    /// producer's task that was attached, for the caller to release once it holds no lock.
+    /// weakly, see `addSettleListener(_:key:holdingStrongly:)`): it is still told, with its
+    /// key, that the promise settled. Returns `false` (attaching nothing) once settled;
+    /// `replaced`: a producer's task that was attached, for the caller to release once it holds
+    /// no lock.
     @usableFromInline package final func replaceAttachment(
         with new: any PromiseAttachment, key: UInt32
     ) -> (attached: Bool, replaced: AnyObject?) {
