@@ -132,10 +132,11 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 // - `Locked`, made and used from every module: `Promise(cancellationToken:)` made and fulfilled
 //   14,785 → 15,957 (+8 %), a chain stored in a `CancelBag` and cancelled 5,557 → 6,162 (+11 %).
 // - `InFlightCoalescer`: a hit made and cancelled 13,921 → 15,205 (+9 %).
-// - A `CancelBag`'s state (it was a `Locked`): a chain stored in a new bag and cancelled, with
-//   the bag's table taken out whole and its listeners holding the state strongly,
-//   8,051 → 6,046.
-// The last three are the cost of calls from other modules, where a `LockStorage` is not specialized.
+// The last two are the cost of calls from other modules, where a `LockStorage` is not specialized.
+// A `CancelBag`'s state keeps one too (it was a `Locked`, whose generic calls are not specialized
+// either): a chain stored in a new bag and cancelled, 8,051 → 6,046 with the bag's other
+// changes of the same commit (its stored chains' listeners hold the state strongly, and
+// `cancelAll()` takes the table out whole).
 
 /// Locks the lock word stored as the first property of `object`'s root class.
 @inline(__always)
