@@ -127,7 +127,7 @@ public class PMKFinalizer: @unchecked Sendable {
     // @unchecked: a class that is not final cannot be checked; it holds only a `let` promise.
     @usableFromInline package let _promise: Promise<Void>
 
-    @usableFromInline package init(_ promise: Promise<Void>) {
+    @usableFromInline init(_ promise: Promise<Void>) {
         self._promise = promise
     }
 

@@ -89,7 +89,7 @@ public enum CatchPolicy: Sendable {
 extension CatchPolicy {
     /// Whether `catch` and `recover` with this policy handle `error`: every error, except a
     /// cancellation (`isCancelled`) under `.allErrorsExceptCancellation`.
-    @inlinable @inline(__always) package func _catches(_ error: any Error) -> Bool {
+    @inlinable @inline(__always) func _catches(_ error: any Error) -> Bool {
         self == .allErrors || !error.isCancelled
     }
 }

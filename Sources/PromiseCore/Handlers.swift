@@ -4,7 +4,7 @@
 // to `PromiseHandler`: a chain step (for the common operators, `map`, `then`, `done`…, the step
 // *is* the promise it produces, so one link of a chain costs one allocation; see Steps.swift),
 // an aggregate (`when`, `race`: the handler of each of its inputs), a closure, a relay, or a
-// removable registration.
+// settle listener (SettleListener.swift).
 //
 // When a promise settles, it hands its handlers back to the caller instead of running them, as
 // `ReleasedHandlers`. `drain` runs them in a loop: a handler that settles a promise in turn
@@ -79,56 +79,55 @@ extension PromiseHandler {
         self = Handlers()
     }
 
-    /// The number of handlers still waiting: every one but the removed registrations.
+    /// The number of handlers still waiting: every one but the listeners whose owner is gone.
     /// Only under the lock of the promise holding the list; `releasedAfterUnlock` receives
     /// objects the caller must release only once that lock is unlocked (see
-    /// `PromiseRegistration.liveOwnerLocked`).
+    /// `SettleListener.liveOwner`).
     func waitingCount(releasedAfterUnlock: inout [AnyObject]) -> Int {
         var count = 0
         forEach { handler in
-            if !isRemovedRegistration(handler, releasedAfterUnlock: &releasedAfterUnlock) { count += 1 }
+            if !isSpentListener(handler, releasedAfterUnlock: &releasedAfterUnlock) { count += 1 }
         }
         return count
     }
 
-    /// How many handlers the list stores, removed registrations included, and the capacity
+    /// How many handlers the list stores, spent listeners included, and the capacity
     /// of its array; used by tests to check that storage stays bounded.
     var storage: (stored: Int, capacity: Int) {
         guard first != nil else { return (0, 0) }
         return (1 + (rest?.count ?? 0), 1 + (rest?.capacity ?? 0))
     }
 
-    /// Appends a removable registration, first dropping the removed ones when the array is full,
-    /// so that a long-lived promise stores only about as many registrations as are still live.
+    /// Appends a settle listener, first dropping the spent ones (whose owner is gone) when the
+    /// array is full, so that a long-lived promise stores only about as many listeners as have
+    /// a live owner.
     /// Each sweep visits the array once and happens only when the array would otherwise grow,
     /// which makes appending O(1) amortised. Only under the lock of the promise holding the list;
-    /// the dropped registrations go to `releasedAfterUnlock`, for the caller to release once
+    /// the dropped listeners go to `releasedAfterUnlock`, for the caller to release once
     /// that lock is unlocked.
-    mutating func append(
-        removable registration: PromiseRegistration, releasedAfterUnlock: inout [AnyObject]
-    ) {
+    mutating func append(listener: SettleListener, releasedAfterUnlock: inout [AnyObject]) {
         let isFull = rest.map { $0.count == $0.capacity } ?? false
         if isFull {
-            sweepRemovedRegistrations(releasedAfterUnlock: &releasedAfterUnlock)
-        } else if rest == nil, let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+            sweepSpentListeners(releasedAfterUnlock: &releasedAfterUnlock)
+        } else if rest == nil, let first, isSpentListener(first, releasedAfterUnlock: &releasedAfterUnlock) {
             releasedAfterUnlock.append(first)
             self.first = nil
         }
-        append(registration)
+        append(listener)
     }
 
-    /// Drops the removed registrations, keeping the order of the others. Then, so that the next
+    /// Drops the spent listeners, keeping the order of the others. Then, so that the next
     /// sweep comes only after about as many appends as this one visited, the array grows if it
     /// is more than half full, and gives most of its capacity back if it is less than a quarter
     /// full.
-    private mutating func sweepRemovedRegistrations(releasedAfterUnlock: inout [AnyObject]) {
+    private mutating func sweepSpentListeners(releasedAfterUnlock: inout [AnyObject]) {
         guard var list = rest else { return }
         rest = nil  // leaves `list` the only reference, so it is changed in place
         let capacity = list.capacity
         var kept = 0
         for index in list.indices {
             let handler = list[index]
-            if isRemovedRegistration(handler, releasedAfterUnlock: &releasedAfterUnlock) {
+            if isSpentListener(handler, releasedAfterUnlock: &releasedAfterUnlock) {
                 releasedAfterUnlock.append(handler)
             } else {
                 list[kept] = handler
@@ -136,7 +135,7 @@ extension PromiseHandler {
             }
         }
         list.removeLast(list.count - kept)
-        if let first, isRemovedRegistration(first, releasedAfterUnlock: &releasedAfterUnlock) {
+        if let first, isSpentListener(first, releasedAfterUnlock: &releasedAfterUnlock) {
             releasedAfterUnlock.append(first)
             self.first = list.isEmpty ? nil : list.removeFirst()
         }
@@ -156,15 +155,13 @@ extension PromiseHandler {
 /// Never sent between threads as a value: it lives in its promise, under that promise's lock.
 @available(*, unavailable) extension Handlers: Sendable {}
 
-/// Whether `handler` is a registration that was removed or whose owner is gone. The owner
-/// of a live one goes to `releasedAfterUnlock`: checking it takes a strong reference, which
-/// must not be the last one released while the lock is held.
+/// Whether `handler` is a settle listener whose owner is gone. The owner of a live one goes to
+/// `releasedAfterUnlock`: checking it takes a strong reference, which must not be the last one
+/// released while the lock is held.
 @inline(__always)
-private func isRemovedRegistration(
-    _ handler: any PromiseHandler, releasedAfterUnlock: inout [AnyObject]
-) -> Bool {
-    guard let registration = handler as? PromiseRegistration else { return false }
-    guard let owner = registration.liveOwnerLocked else { return true }
+private func isSpentListener(_ handler: any PromiseHandler, releasedAfterUnlock: inout [AnyObject]) -> Bool {
+    guard let listener = handler as? SettleListener else { return false }
+    guard let owner = listener.liveOwner else { return true }
     releasedAfterUnlock.append(owner)
     return false
 }
@@ -225,7 +222,7 @@ private func runReleased(
 ) {
     var source = source
     var handlers = handlers
-    attachment?.promiseDidSettle(key: key)
+    attachment?.promiseDidSettle(key: UInt64(key))
     guard var current = handlers.first.take() else { return }
     var deferred: [(AnyObject, any PromiseHandler)] = []
     if let rest = handlers.rest.take() {
@@ -236,7 +233,7 @@ private func runReleased(
         // Consumed, so that its payload moves out without being copied.
         switch consume next {
         case .released(let nextSource, var handlers, let attachment, let key):
-            attachment?.promiseDidSettle(key: key)
+            attachment?.promiseDidSettle(key: UInt64(key))
             if let first = handlers.first.take() {
                 if let rest = handlers.rest.take() {
                     pushDeferred(rest, of: nextSource, onto: &deferred)
@@ -323,63 +320,5 @@ final class Relay<T>: PromiseHandler, @unchecked Sendable {
         guard let target else { return .none }
         self.target = nil
         return target.settle(as: unsafeDowncast(source, to: Promise<T>.self))
-    }
-}
-
-/// A handler that can be taken off the pending promise it waits for (see
-/// `Promise.register(owner:_:)`), so that a long-lived promise does not keep what it no longer
-/// needs to notify.
-///
-/// It runs its action once, synchronously on the thread that settles the promise, unless it was
-/// removed first or its owner, held weakly, is gone. Removing it releases the action at once; the
-/// promise drops the spent entry the next time a registration finds its list full.
-package final class PromiseRegistration: PromiseHandler, @unchecked Sendable {
-    // @unchecked: `action` and `owner` are read and cleared only under the lock of `source`.
-    /// The promise registered on: its lock guards `action` and `owner`.
-    private weak var source: AnyObject?
-    private weak var owner: AnyObject?
-    private var action: ((_ owner: AnyObject, _ source: AnyObject) -> ReleasedHandlers)?
-
-    init(source: AnyObject, owner: AnyObject, action: @escaping (AnyObject, AnyObject) -> ReleasedHandlers) {
-        self.source = source
-        self.owner = owner
-        self.action = action
-    }
-
-    /// The owner, if the registration can still run; only under the source's lock. The caller
-    /// must release the reference returned only once that lock is unlocked: it may be the last.
-    var liveOwnerLocked: AnyObject? {
-        guard action != nil else { return nil }
-        return owner
-    }
-
-    func handle(settled source: AnyObject) -> ReleasedHandlers {
-        let lock = lockWordPointer(source)
-        lockWordLock(lock)
-        let action = self.action
-        self.action = nil
-        let owner = self.owner
-        self.owner = nil
-        lockWordUnlock(lock)
-        guard let action, let owner else { return .none }
-        return action(owner, source)
-    }
-
-    /// Takes the registration off its promise: the action will not run, and it is released
-    /// before `remove()` returns (outside every lock). Safe from any thread, any number of times.
-    /// Once the promise is gone nothing can run the action: it goes with the registration.
-    package func remove() {
-        guard let source else { return }
-        // `source` is kept alive until unlocked: the lock word is addressed through it.
-        let action = withExtendedLifetime(source) {
-            let lock = lockWordPointer(source)
-            lockWordLock(lock)
-            let action = self.action
-            self.action = nil
-            owner = nil
-            lockWordUnlock(lock)
-            return action
-        }
-        withExtendedLifetime(action) {}
     }
 }

@@ -136,6 +136,10 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 //   14,785 → 15,957 (+8 %), a chain stored in a `CancelBag` and cancelled 5,557 → 6,162 (+11 %).
 // - `InFlightCoalescer`: a hit made and cancelled 13,921 → 15,205 (+9 %).
 // The last two are the cost of calls from other modules, where a `LockStorage` is not specialized.
+// A `CancelBag`'s state keeps one too (it was a `Locked`, whose generic calls are not specialized
+// either): a chain stored in a new bag and cancelled, 8,051 → 6,046 with the bag's other
+// changes of the same commit (its stored chains' listeners hold the state strongly, and
+// `cancelAll()` takes the table out whole).
 
 /// Locks the lock word stored as the first property of `object`'s root class.
 @inline(__always)
@@ -180,22 +184,30 @@ package func atomicAdd(_ word: UnsafeMutablePointer<Int>, _ delta: Int) -> Int {
 // header can also be read through `header`, an access the pointer functions do not check for
 // exclusivity against; nothing here reads `header`, and the lock word is never reached that way.
 //
-// An object that guards state with a lock holds a `let` of `LockStorage<State>`: one allocation
-// more than a lock word stored inline. Called from another module of the package, its methods
-// are not specialized: `@inlinable` bodies of `package` declarations are not inlined into other
-// modules by the toolchain the package is built with (6.3, checked on a two-module package), so
-// each call is a generic call, and making a storage looks up the metadata of `LockStorage<State>`.
-// Where that shows, the object keeps an inline lock word instead (above). Shared work
-// (`SharedCancellablePromise`: a follower made and cancelled 9,577 → 9,699, +1.3 %), the inputs
-// of `race`/`when` with `autoCancel` and the dispatch timer use a `LockStorage`.
+// An object of PromiseCore that guards state with a lock may hold a `let` of
+// `LockStorage<State>`: one allocation more than a lock word stored inline (the dispatch timer
+// does). `LockStorage` is internal: called from another module of the package, its methods would
+// not be specialized (`@inlinable` bodies of `package` declarations are not inlined into other
+// modules by the toolchain the package is built with, 6.3, checked on a two-module package), so
+// each call would be a generic call; the other modules use `Locked` or an inline lock word
+// (above).
+//
+// MARK: - The one borrowed lock
+//
+// Every lock guards the state of the object that holds it, and only that object's code takes
+// it, with one exception: a promise lends its own lock to `CancellablePromise`, for the context
+// that wrapper makes on first use for a promise made settled (`Promise._withLockForWrapper(_:)`,
+// Promise+Attachment.swift). The wrapper's body only reads or sets that one field: it takes no
+// other lock and touches nothing of the promise meanwhile. (A lock of its own would cost a
+// wrapper one allocation, or a word, that the chain's common case never uses.)
 
 /// A value and the lock that guards it, in one object. Every access to the value goes through
 /// `withLockedValue` (or sits between `lock()` and `unlock()`); closures run on the calling
 /// thread, with the lock held, and must not call user code or take the same lock again.
-package final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
+final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
     /// A storage holding `value`, unlocked.
     @inlinable
-    package static func create(value: Value) -> LockStorage<Value> {
+    static func create(value: Value) -> LockStorage<Value> {
         let buffer = create(minimumCapacity: 1) { _ in value }
         // `create(minimumCapacity:makingHeaderWith:)` makes an instance of the class it is
         // called on, this one.
@@ -211,20 +223,20 @@ package final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
 
     /// Takes the lock. Pair with `unlock()` on the same thread; prefer `withLockedValue`.
     @inlinable @inline(__always)
-    package func lock() {
+    func lock() {
         withUnsafeMutablePointerToElements { lockWordLock($0) }
     }
 
     /// Releases the lock taken by `lock()`.
     @inlinable @inline(__always)
-    package func unlock() {
+    func unlock() {
         withUnsafeMutablePointerToElements { lockWordUnlock($0) }
     }
 
     /// Runs `body` on the value with the lock held (on the calling thread), and returns what it
     /// returns. The lock is released when `body` returns or throws.
     @inlinable @inline(__always)
-    package func withLockedValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    func withLockedValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         try withUnsafeMutablePointers { value, word in
             lockWordLock(word)
             defer { lockWordUnlock(word) }

@@ -8,7 +8,7 @@ import Dispatch
 //
 // 1. `cancellize()` stops the real work. The code producing a promise attaches a closure that
 //    stops the task doing the work (`attachCancellation(_:)`, kept as a `PromiseCancellation`);
-//    a cancellable wrapper reads it back (`_attachedCancellation`) and cancels it.
+//    a cancellable wrapper reads the closure back (`_attachedCancellation`) and calls it.
 // 2. A chain's state lives beside its promises, not in them. Each pending promise holds one
 //    *attachment* (`PromiseAttachment`): a producer's task, or the storage of the cancellable
 //    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
@@ -16,7 +16,14 @@ import Dispatch
 //    start and lists it before the step is connected to its source (`_makeMap`, `_makeThen`,
 //    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile. The
 //    attachment is told once, outside every lock, that the promise settled
-//    (`promiseDidSettle(key:)`), and is released then.
+//    (`promiseDidSettle(key:)`), and is released then. There is one way for an owner to hear a
+//    settle: a `PromiseAttachment` told `promiseDidSettle(key:)`, either as the attachment (held
+//    strongly, one per promise, no allocation) or as a settle listener in the handler list
+//    (`addSettleListener(_:key:holdingStrongly:)`, SettleListener.swift: any number, each
+//    holding its owner weakly, or strongly until the promise settles for an owner that is a
+//    part of what watches, such as a bag's state). An
+//    attachment replaced while the promise is pending, other than a producer's task, becomes
+//    a settle listener: it is still told.
 // 3. A cancelled chain's bodies never start. Before a step's body starts (not an observer's),
 //    the step asks its attachment (`errorBeforeBody(key:)`, through `bodyStart`).
 // 4. Every pending promise of a chain is rejected before `cancel()` returns. The chain rejects
@@ -27,7 +34,7 @@ import Dispatch
 //    and `_when(fulfilledReportingRejection:onReject:)` report the input that settled them.
 // 6. A wrapper may keep state beside a promise under that promise's lock (the context
 //    CancellablePromiseKit makes on first use for a promise made settled):
-//    `_lockForWrapper()` and `_unlockForWrapper()`.
+//    `_withLockForWrapper(_:)`, the one lock lent outside PromiseCore (see Lock.swift).
 //
 // Naming: a function, property or initialiser of PromiseCore that CancellablePromiseKit's
 // inlinable code calls has a leading underscore, as swift-nio's `_addCallback` does: such a call
@@ -36,31 +43,31 @@ import Dispatch
 //
 // PromiseCore's other `package` declarations are not about cancelling; the other modules share
 // them: making and settling a promise without a `Resolver` (`_makePending()`,
-// `settle(fulfilled:)`, `settle(rejected:)`, `resolve(_:)`, `_fulfillAndDrain(_:)`,
-// `_rejectAndDrain(_:)`, `addSettleHandler(_:)`, `register(owner:_:)`; Promise.swift,
-// Handlers.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
-// `StepOutcome`; Steps.swift), locks and atomics (`LockStorage`, `Locked`, `LockWord` and
-// `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and `CatchPolicy._catches(_:)`, `PMKFinalizer(_:)` and its
-// `_promise`, `Guarantee(promise:)`, `DispatchTimeInterval.promiseSeconds`,
-// `neverScheduledWork`.
+// `settle(rejected:)`, `resolve(_:)`, `drain(consuming:)`, `ReleasedHandlers`, `Handlers`;
+// Promise.swift, Handlers.swift), hearing a settle (`addSettleListener(_:key:holdingStrongly:)`;
+// SettleListener.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
+// `StepOutcome`; Steps.swift), locks and atomics (`Locked`, `LockWord` and
+// `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and
+// `PMKFinalizer._promise`, `Guarantee(promise:)`, `isNeverDelay(_:)`, `neverScheduledWork`.
+// What only PromiseCore uses is internal (`@usableFromInline` where inlinable code needs it).
 
 // MARK: - A producer's task (rule 1)
 
 /// A task attached to a promise by the code that produced it (a timer, a network request, a
 /// child process…). `CancellablePromiseKit` uses it so that `cancellize()` stops the real work.
-/// Attached with `Promise.attachCancellation(_:)`, read back with `Promise._attachedCancellation`.
-@usableFromInline package final class PromiseCancellation: PromiseAttachment, Sendable {
-    private let body: @Sendable () -> Void
+/// Attached with `Promise.attachCancellation(_:)`; its closure is read back with
+/// `Promise._attachedCancellation`.
+final class PromiseCancellation: PromiseAttachment, Sendable {
+    let body: @Sendable () -> Void
 
     /// `body` stops the task and, if it can, rejects the promise with a cancellation error.
     init(_ body: @escaping @Sendable () -> Void) {
         self.body = body
     }
 
-    /// Stops the task (calls `body`).
-    @usableFromInline package func _cancel() { body() }
+    func promiseDidSettle(key: UInt64) {}
 
-    @usableFromInline package func promiseDidSettle(key: UInt32) {}
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 extension Promise {
@@ -87,32 +94,36 @@ extension Promise {
         return true
     }
 
-    /// The task attached by this promise's producer, while it is pending.
-    @usableFromInline package final var _attachedCancellation: PromiseCancellation? {
+    /// The closure that stops the task attached by this promise's producer, while it is
+    /// pending.
+    @usableFromInline package final var _attachedCancellation: (@Sendable () -> Void)? {
         lock()
         let a = attachment
         unlock()
-        return a as? PromiseCancellation
+        return (a as? PromiseCancellation)?.body
     }
 }
 
 // MARK: - Attachments (rules 2 and 3)
 
-/// An object attached to a promise by library code (a producer's task, a cancellable chain's
-/// storage), told once, outside every lock, that the promise settled. One attachment may serve
-/// many promises: each promise stores the `key` its attachment knows it by (a slot of a cancel
-/// storage's member table) and passes it back with every call.
+/// An owner told once, outside every lock, that a promise it watches settled: the one way
+/// library code hears a settle besides the ordinary handlers. It is either a promise's
+/// attachment (a producer's task, a cancellable chain's storage; held strongly until the
+/// promise settles) or a settle listener in its handler list
+/// (`addSettleListener(_:key:holdingStrongly:)`; held weakly unless asked otherwise). One
+/// owner may watch many promises: each passes back the `key` the owner gave it (an
+/// attachment's key is 32 bits, a slot of a cancel storage's member table; a listener's 64, so
+/// that a table can pack a slot and its generation).
 @usableFromInline package protocol PromiseAttachment: AnyObject {
-    func promiseDidSettle(key: UInt32)
+    /// Called once per promise (per listener added), synchronously on the thread that settled
+    /// it, outside every lock; on the thread adding a listener if the promise had settled
+    /// already.
+    func promiseDidSettle(key: UInt64)
 
-    /// Asked, outside every lock, just before a step body (not an observer's) starts: an error
-    /// here means the body must not run and the step rejects with it instead (a cancelled
-    /// chain). The default allows every body.
+    /// Asked, outside every lock, just before a step body (not an observer's) starts, of the
+    /// step's attachment: an error here means the body must not run and the step rejects with
+    /// it instead (a cancelled chain). An owner that governs no step answers `nil`.
     func errorBeforeBody(key: UInt32) -> (any Error)?
-}
-
-extension PromiseAttachment {
-    @inlinable package func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// Whether a step's body may start (see `Promise.bodyStart`).
@@ -126,22 +137,33 @@ extension PromiseAttachment {
 }
 
 extension Promise {
-    /// Replaces the attachment while pending, with `new` knowing this promise by `key`. Returns
-    /// `false` (attaching nothing) once settled, and the previous attachment with its key.
+    /// Replaces the attachment while pending, with `new` knowing this promise by `key`. The
+    /// previous attachment, if it is not a producer's task, becomes a settle listener (held
+    /// weakly, see `addSettleListener(_:key:holdingStrongly:)`): it is still told, with its
+    /// key, that the promise settled. Returns `false` (attaching nothing) once settled;
+    /// `replaced`: a producer's task that was attached, for the caller to release once it holds
+    /// no lock.
     @usableFromInline package final func replaceAttachment(
         with new: any PromiseAttachment, key: UInt32
-    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32) {
+    ) -> (attached: Bool, replaced: AnyObject?) {
+        var listener: SettleListener?
+        var releasedAfterUnlock: [AnyObject] = []
         lock()
         guard !isSettled else {
             unlock()
-            return (false, nil, 0)
+            return (false, nil)
         }
         let previous = attachment
-        let previousKey = attachmentKey
+        if let previous, !(previous is PromiseCancellation) {
+            let made = SettleListener(owner: previous, key: UInt64(attachmentKey))
+            appendListenerLocked(made, releasedAfterUnlock: &releasedAfterUnlock)
+            listener = made
+        }
         attachment = new
         attachmentKey = key
         unlock()
-        return (true, previous, previousKey)
+        withExtendedLifetime((listener, releasedAfterUnlock)) {}
+        return (true, listener == nil ? previous : nil)
     }
 
     /// Whether a step's body may start: not once the step has settled (rejected by a
@@ -185,14 +207,12 @@ extension Promise {
     /// `true` while pending; takes the promise's lock.
     var isPending: Bool { get }
 
-    /// The task attached by the promise's producer, while it is pending (see
-    /// `Promise.attachCancellation(_:)`).
-    var _attachedCancellation: PromiseCancellation? { get }
+    /// The closure stopping the task attached by the promise's producer, while it is pending
+    /// (see `Promise.attachCancellation(_:)`).
+    var _attachedCancellation: (@Sendable () -> Void)? { get }
 
     /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:key:)`).
-    func replaceAttachment(
-        with new: any PromiseAttachment, key: UInt32
-    ) -> (attached: Bool, previous: (any PromiseAttachment)?, previousKey: UInt32)
+    func replaceAttachment(with new: any PromiseAttachment, key: UInt32) -> (attached: Bool, replaced: AnyObject?)
 }
 
 extension Promise: CancelTarget {}
@@ -224,11 +244,13 @@ package func _when<T>(
 // MARK: - State a wrapper keeps beside a promise (rule 6)
 
 extension Promise {
-    /// Takes this promise's lock, for state a wrapper keeps beside the promise (the context
-    /// `CancellablePromiseKit` makes on first use for a promise made settled); release it with
-    /// `_unlockForWrapper()`. Take no other lock, and do not touch this promise, meanwhile.
-    @usableFromInline package final func _lockForWrapper() { lock() }
-
-    /// Releases the lock taken by `_lockForWrapper()`.
-    @usableFromInline package final func _unlockForWrapper() { unlock() }
+    /// Runs `body` with this promise's lock held, for state a wrapper keeps beside the promise
+    /// (the context `CancellablePromiseKit` makes on first use for a promise made settled): the
+    /// one lock PromiseCore lends (see Lock.swift). `body` takes no other lock, does not touch
+    /// this promise, and releases nothing whose `deinit` could.
+    package final func _withLockForWrapper<R>(_ body: () -> R) -> R {
+        lock()
+        defer { unlock() }
+        return body()
+    }
 }

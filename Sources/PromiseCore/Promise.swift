@@ -280,7 +280,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     }
 
     /// `settle(.fulfilled(value))`, without building a `Result`.
-    @usableFromInline package final func settle(fulfilled value: T) -> ReleasedHandlers {
+    @usableFromInline final func settle(fulfilled value: T) -> ReleasedHandlers {
         lock()
         guard !isSettled else {
             unlock()
@@ -374,12 +374,12 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
     // `@inline(never)` keeps cross-module optimization from inlining them again.
 
     /// `drain(settle(fulfilled: value))`.
-    @inline(never) @usableFromInline package final func _fulfillAndDrain(_ value: T) {
+    @inline(never) @usableFromInline final func _fulfillAndDrain(_ value: T) {
         drain(consuming: settle(fulfilled: value))
     }
 
     /// `drain(settle(rejected: error))`.
-    @inline(never) @usableFromInline package final func _rejectAndDrain(_ error: any Error) {
+    @inline(never) @usableFromInline final func _rejectAndDrain(_ error: any Error) {
         drain(consuming: settle(rejected: error))
     }
 
@@ -389,40 +389,11 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         addHandler(Relay<T>(target))
     }
 
-    /// Registers `action` to run once this promise settles, synchronously on the settling thread,
-    /// as long as `owner` (held weakly) is alive and the returned registration has not been
-    /// removed. If the promise has settled already, `action` runs at once, on this thread.
-    ///
-    /// Unlike `pipe(to:)`, a registration does not keep anything alive once removed or once its
-    /// owner is gone: a long-lived promise stores about as many registrations as are still live
-    /// (see `Handlers.append(removable:releasedAfterUnlock:)`). `action` must not capture `owner` strongly.
-    @discardableResult
-    package final func register<Owner: AnyObject>(
-        owner: Owner,
-        _ action: @escaping (_ owner: Owner, _ result: Result<T>) -> ReleasedHandlers
-    ) -> PromiseRegistration {
-        let registration = PromiseRegistration(source: self, owner: owner) { owner, source in
-            action(unsafeDowncast(owner, to: Owner.self), unsafeDowncast(source, to: Promise<T>.self).settledResult)
-        }
-        var releasedAfterUnlock: [AnyObject] = []
-        lock()
-        guard !isSettled else {
-            unlock()
-            drain(registration.handle(settled: self))
-            return registration
-        }
-        handlers.append(removable: registration, releasedAfterUnlock: &releasedAfterUnlock)
-        unlock()
-        withExtendedLifetime(releasedAfterUnlock) {}
-        return registration
-    }
-
-    /// Calls `body` with the result once this promise settles, synchronously on the settling
-    /// thread, or at once on this thread if it has settled already. Unlike `pipe(to:)`, `body`
-    /// returns what it settled in turn, and the loop that settled this promise runs it (see
-    /// `drain`): a chain of such handlers uses constant stack.
-    package final func addSettleHandler(_ body: @escaping (Result<T>) -> ReleasedHandlers) {
-        addHandlerAndDrain(ClosureHandler<T>(body))
+    /// Appends a settle listener; only with the lock held, while pending. Listeners whose
+    /// owner is gone may be dropped meanwhile: they go to `releasedAfterUnlock`, for the caller
+    /// to release once it has unlocked.
+    final func appendListenerLocked(_ listener: SettleListener, releasedAfterUnlock: inout [AnyObject]) {
+        handlers.append(listener: listener, releasedAfterUnlock: &releasedAfterUnlock)
     }
 
     /// The number of handlers waiting for this promise, or `nil` once it has settled.
@@ -435,7 +406,7 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
         return count
     }
 
-    /// How many handlers this pending promise stores (removed registrations not yet dropped
+    /// How many handlers this pending promise stores (spent listeners not yet dropped
     /// included) and the capacity of their storage; used by tests.
     final var handlerStorage: (stored: Int, capacity: Int) {
         lock()

@@ -59,7 +59,7 @@ public func after(_ interval: DispatchTimeInterval, scheduler: any PromiseSchedu
 
 extension DispatchTimeInterval {
     /// The interval in seconds; `.infinity` for `.never`.
-    package var promiseSeconds: TimeInterval {
+    var promiseSeconds: TimeInterval {
         switch self {
         case .seconds(let count): return TimeInterval(count)
         case .milliseconds(let count): return TimeInterval(count) / 1e3

@@ -250,7 +250,7 @@ extension Promise where T == ProcessOutput {
             return output
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation { task._cancel() }
+            validated.attachCancellation(task)
         }
         return validated
     }
@@ -301,7 +301,7 @@ extension Promise where T == (out: Pipe, err: Pipe) {
             }
         }
         if let task = _attachedCancellation {
-            printed.attachCancellation { task._cancel() }
+            printed.attachCancellation(task)
         }
         return printed
     }

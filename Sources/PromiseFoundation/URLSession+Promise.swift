@@ -282,7 +282,7 @@ extension Promise where T == (data: Data, response: URLResponse) {
             return result
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation { task._cancel() }
+            validated.attachCancellation(task)
         }
         return validated
     }
@@ -314,7 +314,7 @@ extension Promise where T == (saveLocation: URL, response: URLResponse) {
             return result
         }
         if let task = _attachedCancellation {
-            validated.attachCancellation { task._cancel() }
+            validated.attachCancellation(task)
         }
         return validated
     }

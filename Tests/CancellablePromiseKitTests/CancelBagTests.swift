@@ -152,6 +152,40 @@ final class CancelBagTests: XCTestCase {
         XCTAssertEqual(bag.storedCount, 0)
     }
 
+    /// A stored chain's promise tells the bag once, as its one settle listener (the chain hears
+    /// it through its own attachment), whether it settles on its own or is cancelled by the bag.
+    func testABagEntryIsToldOnceThatItsPromiseSettled() {
+        let bag = CancelBag()
+        let (settling, resolver) = CancellablePromise<Int>.pending()
+        settling.store(in: bag)
+        XCTAssertEqual(settling.promise.debugDescription, "Promise<Int>.pending(handlers: 1)", "one listener: the bag")
+        resolver.fulfill(1)
+        XCTAssertEqual(bag.settlesHeard.withLock { $0 }, 1)
+        XCTAssertEqual(bag.storedCount, 0)
+
+        let (cancelled, _) = CancellablePromise<Int>.pending()
+        let tail = cancelled.map(on: nil) { $0 }
+        cancelled.store(in: bag)
+        tail.store(in: bag)
+        bag.cancelAll()
+        XCTAssertTrue(cancelled.promise.isRejected && tail.promise.isRejected)
+        XCTAssertEqual(bag.settlesHeard.withLock { $0 }, 3, "once per entry")
+    }
+
+    /// The listener a stored chain's promise keeps holds the bag weakly: a bag whose owner is
+    /// gone is freed (and cancels its entries) while the chain was pending.
+    func testStoredChainDoesNotKeepTheBagAlive() {
+        let (promise, _) = CancellablePromise<Int>.pending()
+        weak var weakBag: CancelBag?
+        do {
+            let bag = CancelBag()
+            weakBag = bag
+            promise.store(in: bag)
+        }
+        XCTAssertNil(weakBag)
+        XCTAssertTrue(promise.promise.isRejected, "cancelled by the bag's deinit")
+    }
+
     /// "The bag no longer holds anything of it": a settled chain's promises are freed while
     /// the bag lives on (weak references).
     func testSettledChainIsNotHeldByTheBag() {

@@ -41,6 +41,23 @@ final class CancellationGraphTests: XCTestCase {
         XCTAssertEqual(ran.value, 1, "the work settles the chain normally")
     }
 
+    /// A promise of one chain made a member of another too: the chain it was in first still
+    /// hears that it settled (its member leaves), once, and so does the second.
+    func testAChainStillHearsAMemberThatAnotherChainAdopted() {
+        let (first, resolver) = CancellablePromise<Int>.pending()
+        let second = CancellablePromise(first.promise)
+        let firstStorage = first.cancelContext.storage
+        let secondStorage = second.cancelContext.storage
+        XCTAssertFalse(firstStorage.isSameChain(as: secondStorage))
+        XCTAssertEqual(firstStorage.memberCount, 1)
+        XCTAssertEqual(secondStorage.memberCount, 1)
+        XCTAssertEqual(first.promise.debugDescription, "Promise<Int>.pending(handlers: 1)", "the first chain listens")
+        resolver.fulfill(1)
+        XCTAssertEqual(firstStorage.memberCount, 0)
+        XCTAssertEqual(secondStorage.memberCount, 0)
+        XCTAssertEqual(second.value, 1)
+    }
+
     func testHoldingTheTailKeepsTheHeadCancellable() {
         let called = Counter()
         var tail: CancellablePromise<Int>?

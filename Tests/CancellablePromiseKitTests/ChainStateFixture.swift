@@ -38,9 +38,11 @@ final class Probe {
 
 /// An attachment that records the keys it is told settled.
 final class RecordingAttachment: PromiseAttachment {
-    private(set) var settledKeys: [UInt32] = []
+    private(set) var settledKeys: [UInt64] = []
 
-    func promiseDidSettle(key: UInt32) { settledKeys.append(key) }
+    func promiseDidSettle(key: UInt64) { settledKeys.append(key) }
+
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// Fulfils a promise when the test is done with it (if it is still pending), so that a promise
@@ -266,7 +268,6 @@ func assertReleasedUncalled(_ probe: Probe, file: StaticString = #filePath, line
 func afterTheLock(_ left: LeftMember) -> ChainActions {
     var actions = ChainActions()
     actions.release(left.contents)
-    actions.notify(left.earlier)
     return actions
 }
 

@@ -89,23 +89,25 @@ final class ChainStateTests: XCTestCase {
 
     /// The attachment a promise had before the chain adopted it (not a producer's task, which
     /// the cancel closure stands for) is told when it settles, with the key it knows it by.
-    func testASettledMemberTellsTheAttachmentItHadBeforeBeingListed() {
+    func testASettledMemberStillTellsTheAttachmentItHadBeforeBeingListed() {
         var chain = Chain(members: 0)
         let earlier = RecordingAttachment()
         let (promise, resolver) = Promise<Int>.pending()
+        XCTAssertTrue(promise.replaceAttachment(with: earlier, key: 7).attached)
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: nil)
+        let outcome = promise.replaceAttachment(with: chain.root, key: key.slot)
+        XCTAssertNil(outcome.replaced, "kept by the promise, not handed back")
         var attaching = ChainActions()
-        chain.state.attach(
-            key, target: promise, attached: true, previous: earlier, previousKey: 7, in: chain.home,
-            into: &attaching)
+        chain.state.attach(key, target: promise, attached: outcome.attached, in: chain.home, into: &attaching)
         assertNothingRecorded(attaching)
         let member = Member(key: key, promise: promise, resolver: resolver, cancel: Probe())
         XCTAssertEqual(earlier.settledKeys, [], "told only when it settles")
 
         var actions = chain.settle(member)
-        assertRecorded(actions, [.release([.promise]), .notify(key: 7)])
+        assertRecorded(actions, [.release([.promise])], "the chain keeps nothing of the earlier attachment")
         actions.run()
-        XCTAssertEqual(earlier.settledKeys, [7])
+        XCTAssertEqual(earlier.settledKeys, [7], "the promise told it itself")
+        XCTAssertEqual(chain.table.inUse, 0)
     }
 
     /// A member left detached (abandoned, or waiting behind an observer) is freed by its
@@ -131,9 +133,7 @@ final class ChainStateTests: XCTestCase {
         let probe = Probe()
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: probe.makeBody())
         var actions = ChainActions()
-        chain.state.attach(
-            key, target: Promise<Int>.value(1), attached: false, previous: nil, previousKey: 0, in: chain.home,
-            into: &actions)
+        chain.state.attach(key, target: Promise<Int>.value(1), attached: false, in: chain.home, into: &actions)
         assertRecorded(actions, [.release([.closure])])
         XCTAssertEqual(chain.table.inUse, 0)
         actions.run()

@@ -3,14 +3,22 @@ import XCTest
 @testable import CancellablePromiseKit
 @testable import PromiseCore
 
-/// The class of this module that keeps an inline lock word (the token) addresses it through
-/// the object pointer (see PromiseCore's Lock.swift). PromiseCore's `LockWordTests` checks that
-/// the computed address is where Swift stores the first stored property of a root class; these
-/// tests check that the token is such a class: no superclass, and its `LockWord` declared first
-/// (Swift lays a class's stored properties out in declaration order).
+/// The classes of this module that keep an inline lock word (the token, a bag's state, a shared work's host) address
+/// it through the object pointer (see PromiseCore's Lock.swift). PromiseCore's `LockWordTests`
+/// checks that the computed address is where Swift stores the first stored property of a root
+/// class; these tests check that each class here is such a class: no superclass, and its
+/// `LockWord` declared first (Swift lays a class's stored properties out in declaration order).
 final class LockWordLayoutTests: XCTestCase {
     func testCancellationTokenKeepsItsLockWordFirstInARootClass() {
         assertLockWordIsFirstStoredPropertyOfARootClass(CancellationRequest().token)
+    }
+
+    func testCancelBagStateKeepsItsLockWordFirstInARootClass() {
+        assertLockWordIsFirstStoredPropertyOfARootClass(CancelBag().stateObject)
+    }
+
+    func testSharedWorkHostKeepsItsLockWordFirstInARootClass() {
+        assertLockWordIsFirstStoredPropertyOfARootClass(SharedWorkHost<Int>())
     }
 
     func testACheckedClassWithAnotherFirstPropertyFailsTheRule() {

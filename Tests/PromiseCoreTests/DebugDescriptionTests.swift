@@ -47,16 +47,6 @@ final class DebugDescriptionTests: XCTestCase {
         XCTAssertEqual(promise.debugDescription, "Promise<Int>.fulfilled(7)")
     }
 
-    func testRemovedRegistrationIsNotCountedAsWaiting() {
-        let (promise, resolver) = Promise<Int>.pending()
-        let owner = Owner()
-        let registration = promise.register(owner: owner) { _, _ in .none }
-        XCTAssertEqual(promise.debugDescription, "Promise<Int>.pending(handlers: 1)")
-        registration.remove()
-        XCTAssertEqual(promise.debugDescription, "Promise<Int>.pending(handlers: 0)")
-        resolver.fulfill(0)
-    }
-
     func testDescriptionIsUnchanged() {
         let (promise, resolver) = Promise<Int>.pending()
         XCTAssertEqual(promise.description, "Promise(…Int)")
@@ -77,5 +67,3 @@ final class DebugDescriptionTests: XCTestCase {
         XCTAssertEqual(Guarantee.value("a").debugDescription, "Guarantee<String>.fulfilled(a)")
     }
 }
-
-private final class Owner {}

@@ -111,7 +111,7 @@ final class FreeFunctionTests: XCTestCase {
         do {
             let g = after(.milliseconds(50), scheduler: scheduler)
             weakPromise = g.promise
-            g.promise._attachedCancellation?._cancel()
+            g.promise._attachedCancellation?()
             XCTAssertEqual(scheduler.pendingCount, 0, "nothing left scheduled")
         }
         XCTAssertNil(weakPromise, "the unscheduled work released the promise at once")
@@ -123,7 +123,7 @@ final class FreeFunctionTests: XCTestCase {
         do {
             let g = after(seconds: 600)
             weakPromise = g.promise
-            g.promise._attachedCancellation?._cancel()
+            g.promise._attachedCancellation?()
         }
         XCTAssertNil(weakPromise, "the dispatch timer was cancelled and its handler released")
     }

@@ -66,9 +66,9 @@ extension CancellablePromise {
         let promise = Promise<T>._makePending()
         let task = Task(priority: priority) {
             do {
-                promise._fulfillAndDrain(try await operation())
+                promise.resolve(.fulfilled(try await operation()))
             } catch {
-                promise._rejectAndDrain(error)
+                promise.resolve(.rejected(error))
             }
         }
         self.init(newChain: promise, cancel: { task.cancel() })

@@ -6,15 +6,18 @@ import PromiseCore
 // cancels everything still running in it.
 //
 // The bag is a state machine behind one lock: open (holding entries) or cancelled. Storing decides
-// under the lock whether to keep the entry or cancel it at once; `cancelAll()` takes the entries
-// out under the lock and cancels them after releasing it.
+// under the lock whether to keep the entry or cancel it at once; `cancelAll()` takes the table
+// out under the lock and cancels its entries after releasing it. The state is an object of its
+// own (`BagState`, with its lock word inline), apart from the bag.
 //
 // Entries live in a slot table with a free list (`SlotTable`), so an entry leaves in O(1) in
 // any order, and `count` is the table's count. Work that can tell when it is over leaves the
-// bag as it ends, through a handler that holds the bag weakly and knows its entry's key: a
-// chain when its promise settles (a settle notice on the promise: one allocation, see
-// PromiseCore's SettleNotice.swift), a request when its token completes (`onComplete`), a task
-// when it finishes (the task that awaits it). A `Cancellable`
+// bag as it ends, through a handler that knows its entry's key: a chain when its promise
+// settles (the bag's state is a settle listener of the promise, told once with the entry's key:
+// one allocation, see PromiseCore's SettleListener.swift; the listener holds the state, not the
+// bag, so a pending chain keeps no bag alive, and a bag that goes cancels its chains, which lets
+// the state go), a request when its token completes (`onComplete`, holding the bag weakly), a
+// task when it finishes (the task that awaits it). A `Cancellable`
 // held weakly cannot tell when it goes away: those entries are checked as they accumulate and
 // when the bag is counted, and only those.
 
@@ -85,7 +88,7 @@ public final class CancelBag: Sendable {
         }
     }
 
-    private struct State {
+    fileprivate struct State {
         var isCancelled = false
         var table = SlotTable<Item?>()
         /// The keys of the weakly held objects' entries, which nothing removes when the object
@@ -123,27 +126,31 @@ public final class CancelBag: Sendable {
             checkWeakAt = max(State.minimumWeakCheck, kept.count * 2)
         }
 
-        /// Marks the bag cancelled and takes every entry.
-        mutating func cancel() -> [Item] {
+        /// Marks the bag cancelled and takes its table, with every entry (a cancelled bag
+        /// stores nothing more: the table goes).
+        mutating func cancel() -> SlotTable<Item?> {
             isCancelled = true
             weakKeys = []
-            return table.removeAll()
+            var taken = SlotTable<Item?>()
+            swap(&taken, &table)
+            return taken
         }
     }
 
-    private let state = Locked(State())
+    /// The state, behind its lock; the settle listener of the stored chains' promises.
+    private let state = BagState()
 
     /// Creates an empty bag.
     public init() {}
 
     deinit {
-        for item in state.withLock({ $0.cancel() }) { item.cancel() }
+        state.withLock { $0.cancel() }.forEachElement { $0.cancel() }
     }
 
     /// Cancels everything the bag holds that is still running, and everything stored in it
     /// from now on. Any thread; a second call does nothing more.
     public func cancelAll() {
-        for item in state.withLock({ $0.cancel() }) { item.cancel() }
+        state.withLock { $0.cancel() }.forEachElement { $0.cancel() }
     }
 
     /// `true` once ``cancelAll()`` was called.
@@ -164,6 +171,14 @@ public final class CancelBag: Sendable {
     /// The number of entries held, without checking weakly held objects (for tests).
     var storedCount: Int { state.withLock { $0.table.count } }
 
+    #if DEBUG
+    /// How many settles of stored promises the bag heard (for tests: an entry is told once).
+    var settlesHeard: Locked<Int> { state.settlesHeard }
+    #endif
+
+    /// The state object, which keeps an inline lock word (for the layout test of such words).
+    var stateObject: AnyObject { state }
+
     /// The number of slots of the bag's table, free ones included (for tests).
     var slotCount: Int { state.withLock { $0.table.slotCount } }
 
@@ -180,8 +195,7 @@ public final class CancelBag: Sendable {
 
     /// Drops the entry `key` names, if it is still there, and releases it after the lock.
     private func remove(_ key: BagKey) {
-        let item = state.withLock { $0.table.remove(key) }
-        _ = item  // released outside the lock
+        state.remove(key)
     }
 
     /// Holds `handle` until `promise` settles.
@@ -197,10 +211,10 @@ public final class CancelBag: Sendable {
     }
 
     /// Makes the entry `key` leave the bag when `promise` settles, on the settling thread (at
-    /// once if it has settled already). The notice holds the bag weakly: a bag that is gone
-    /// cancelled its entries already.
+    /// once if it has settled already). The promise's listener holds the bag's state, not the
+    /// bag: a pending chain keeps no bag alive, and a bag that goes cancels its chains first.
     private func leave<T>(_ key: BagKey, when promise: Promise<T>) {
-        promise.addSettleNotice(owner: self, key: key.packed)
+        promise.addSettleListener(state, key: key.packed, holdingStrongly: true)
     }
 
     func store(_ context: CancelContext) {
@@ -234,11 +248,49 @@ public final class CancelBag: Sendable {
 
 // MARK: - The table
 
-extension CancelBag: SettleNoticeOwner {
-    /// A stored chain's promise settled: its entry leaves.
-    package func promiseDidSettle(noticeKey: UInt64) {
-        remove(BagKey(packed: noticeKey))
+/// A bag's state behind its lock, in one object: its lock word inline, by the rule of
+/// PromiseCore's Lock.swift (one allocation less than a `Locked`, and calls specialized here).
+/// It is the settle listener of the stored chains' promises, which hold it (not the bag) until
+/// they settle.
+private final class BagState: PromiseAttachment, @unchecked Sendable {
+    // @unchecked: `state` is only reached under the lock word.
+    private var lockWord = LockWord()  // must stay the first stored property
+    /// Guarded by the lock (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) private var state = CancelBag.State()
+
+    #if DEBUG
+    /// How many settles of stored promises the bag heard (for tests: an entry is told once).
+    let settlesHeard = Locked(0)
+    #endif
+
+    deinit {
+        lockWordDestroy(of: self)
     }
+
+    /// Runs `body` on the state with the lock held; `body` calls no user code.
+    @inline(__always)
+    func withLock<R>(_ body: (inout CancelBag.State) -> R) -> R {
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
+        return body(&state)
+    }
+
+    /// Drops the entry `key` names, if it is still there, and releases it after the lock.
+    func remove(_ key: BagKey) {
+        let item = withLock { $0.table.remove(key) }
+        _ = item  // released outside the lock
+    }
+
+    /// A stored chain's promise settled: its entry leaves.
+    func promiseDidSettle(key: UInt64) {
+        #if DEBUG
+        settlesHeard.withLock { $0 += 1 }
+        #endif
+        remove(BagKey(packed: key))
+    }
+
+    /// The bag governs no step.
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// An entry's place in the bag's table.

@@ -62,7 +62,8 @@ extension CancellablePromise {
         // The token holds the chain's handle (it can cancel the chain, so it keeps it
         // cancellable) until this promise settles.
         let registration = token.onCancel { [context = cancelContext] in context.cancel() }
-        promise.pipe { _ in registration.remove() }
+        // The promise's settle listener (held until it settles): it leaves the token then.
+        promise.addSettleListener(registration, key: 0, holdingStrongly: true)
         return self
     }
 }

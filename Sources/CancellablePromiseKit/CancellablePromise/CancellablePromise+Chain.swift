@@ -197,7 +197,7 @@ extension CancellablePromise {
             promise._makeGeneralStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.slot
             ) { result in
-                guard case .rejected(let error) = result, policy._catches(error) else {
+                guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
                 let next = try body(error)
@@ -310,7 +310,7 @@ extension CancellablePromise where T == Void {
             promise._makeGeneralStep(
                 on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.slot
             ) { result in
-                guard case .rejected(let error) = result, policy._catches(error) else {
+                guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)
                 }
                 try body(error)
@@ -395,7 +395,19 @@ public final class CancellableFinalizer: Sendable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> CancelContext {
-        PMKFinalizer(promise).finally(on: on, flags: flags, body)
+        // `PMKFinalizer.finally`'s step: an observer that always hops to `on`.
+        _ = promise._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in
+            body()
+            return .result(.fulfilled(()))
+        }
         return cancelContext
+    }
+}
+
+extension CatchPolicy {
+    /// Whether `catch` and `recover` with this policy handle `error`, as for a plain promise:
+    /// every error, except a cancellation (`isCancelled`) under `.allErrorsExceptCancellation`.
+    @inlinable @inline(__always) func catches(_ error: any Error) -> Bool {
+        self == .allErrors || !error.isCancelled
     }
 }

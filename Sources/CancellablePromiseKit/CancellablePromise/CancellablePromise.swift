@@ -40,17 +40,17 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// same context while one is held; the context is made when first asked for (a chain that
     /// is never asked for it costs no context object: its promises are its handles).
     public var cancelContext: CancelContext {
-        promise._lockForWrapper()
-        let cached = _contextCache
-        promise._unlockForWrapper()
-        if let cached { return cached }
+        if let cached = promise._withLockForWrapper({ _contextCache }) { return cached }
         // Asked for outside the promise's lock: a storage lock is never taken under one.
         let context = _storage?.context() ?? CancelContext()
-        promise._lockForWrapper()
-        defer { promise._unlockForWrapper() }
-        if let cached = _contextCache { return cached }
-        _contextCache = context
-        return context
+        // A context made by another thread meanwhile wins; this one is released after the lock.
+        let (kept, unused) = promise._withLockForWrapper { () -> (CancelContext, CancelContext?) in
+            if let cached = _contextCache { return (cached, context) }
+            _contextCache = context
+            return (context, nil)
+        }
+        _ = unused
+        return kept
     }
 
     /// The storage of this promise's chain, which counts this promise as one of its handles
@@ -75,9 +75,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// The storage if there is one already (without making one).
     private var existingStorage: CancelStorage? {
         if let storage = _storage { return storage }
-        promise._lockForWrapper()
-        defer { promise._unlockForWrapper() }
-        return _contextCache?.storage
+        return promise._withLockForWrapper { _contextCache }?.storage
     }
 
     /// This promise's place in its chain: its key in `cancelContext`'s storage (stale once it
@@ -229,13 +227,13 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
             let task = guarantee.asPromise()._attachedCancellation
             self.init(
                 member: guarantee.asPromise()._mirror(), storage: storage, newChain: newChain, context: cancelContext,
-                cancel: task?._cancel)
+                cancel: task)
             return
         }
         let source = bridge.asPromise()
         if let task = source._attachedCancellation {
             self.init(
-                member: source, storage: storage, newChain: newChain, context: cancelContext, cancel: task._cancel)
+                member: source, storage: storage, newChain: newChain, context: cancelContext, cancel: task)
         } else {
             self.init(
                 member: source._mirror(), storage: storage, newChain: newChain, context: cancelContext, cancel: nil)

@@ -346,24 +346,22 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         _ promise: any CancelTarget, upstream: SlotKey?, cancel: (() -> Void)?, addingHandle: Bool
     ) -> SlotKey {
         if addingHandle { addHandle() }
-        var previous: (any PromiseAttachment)?
+        var replaced: AnyObject?
         let key = withRoot { root, home, actions in
             let key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: cancel)
             let outcome = promise.replaceAttachment(with: self, key: key.slot)
-            previous = outcome.previous
-            root.chain.attach(
-                key, target: promise, attached: outcome.attached, previous: outcome.previous,
-                previousKey: outcome.previousKey, in: home, into: &actions)
+            replaced = outcome.replaced
+            root.chain.attach(key, target: promise, attached: outcome.attached, in: home, into: &actions)
             return key
         }
         // A producer's task, released here, outside the lock.
-        withExtendedLifetime(previous) {}
+        withExtendedLifetime(replaced) {}
         return key
     }
 
     /// A member's promise settled (see `ChainState.memberSettled`): what the member held is
     /// released after the lock.
-    @usableFromInline package func promiseDidSettle(key: UInt32) {
+    @usableFromInline package func promiseDidSettle(key: UInt64) {
         var left = withRootOnly { root, home in root.chain.memberSettled(Int(key), in: home) }
         left.release()
     }

@@ -4,7 +4,7 @@ import PromiseCore
 
 /// What an event of `ChainState` leaves to do after the storage lock is released: follow links
 /// to the chains they reach, call cancel closures, run the handlers released by the rejections,
-/// tell earlier attachments, and release whatever members held.
+/// and release whatever members held.
 ///
 /// The package's one way to decide under a lock and act after it: a state machine's event
 /// decides with the lock held and hands back what to do; the object that owns the lock runs it
@@ -64,9 +64,9 @@ struct ChainActions {
     /// closure does later. Returns whether the member's settle notification was taken care of
     /// here (its slot can be freed); `false` when the promise had settled on its own first, so
     /// that its own notification is still to come.
+    @inline(__always)
     mutating func reject(
-        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, earlier: EarlierAttachment?,
-        with error: any Error
+        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, with error: any Error
     ) -> Bool {
         isEmpty = false
         let body = taken.cancelBody
@@ -101,10 +101,9 @@ struct ChainActions {
             drop(.init(cancelBody: nil, link: nil, target: target))
         case .released(let source, let handlers, let attachment, let releasedKey):
             if let attachment, attachment === home, releasedKey == key {
-                // Left the chain here, under the lock: `drain` notifies the earlier attachment
-                // in the member's place instead of taking the lock again.
-                unblocked = .released(
-                    source: source, handlers: handlers, attachment: earlier?.attachment, key: earlier?.key ?? 0)
+                // Left the chain here, under the lock: `drain` does not tell the chain again
+                // (it would take the lock again).
+                unblocked = .released(source: source, handlers: handlers, attachment: nil, key: 0)
             } else {
                 unblocked = .released(source: source, handlers: handlers, attachment: attachment, key: releasedKey)
             }
@@ -151,16 +150,6 @@ struct ChainActions {
         #endif
     }
 
-    /// Tells `attachment` (a member's earlier attachment) that its promise settled.
-    mutating func notify(_ attachment: EarlierAttachment?) {
-        guard let attachment else { return }
-        #if DEBUG
-        recorded.append(.notify(key: attachment.key))
-        #endif
-        isEmpty = false
-        makeMore().notified.append(attachment)
-    }
-
     /// Cancels the chains `link` reaches with `error`.
     mutating func follow(_ link: CancelLink, error: any Error) {
         #if DEBUG
@@ -199,13 +188,8 @@ struct ChainActions {
         if case .none = singleCall { singleCall = body } else { makeMore().calls.append(body) }
     }
 
-    /// Tells earlier attachments, calls the cancel closures, then runs the released handlers,
-    /// then releases the rest.
+    /// Calls the cancel closures, then runs the released handlers, then releases the rest.
     mutating func run() {
-        if let more {
-            for earlier in more.notified { earlier.attachment.promiseDidSettle(key: earlier.key) }
-            more.notified = []
-        }
         singleCall?()
         singleCall = nil
         if let more {
@@ -264,7 +248,6 @@ private final class MoreActions {
     /// Links to follow, each with the error the chains it reaches are cancelled with.
     @exclusivity(unchecked) var links: [(link: CancelLink, error: any Error)] = []
     @exclusivity(unchecked) var dropped: [MemberContents] = []
-    @exclusivity(unchecked) var notified: [EarlierAttachment] = []
     /// Storages that left a chain's group (released after the lock).
     @exclusivity(unchecked) var releasedStorages: [CancelStorage] = []
 }

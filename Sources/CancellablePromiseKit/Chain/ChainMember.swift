@@ -21,29 +21,21 @@ struct MemberContents {
     var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
 }
 
-/// What a member that left its chain held, and the attachment its promise had before it was
-/// listed: released and told after the lock (see `ChainState.memberSettled`).
+/// What a member that left its chain held: released after the lock (see
+/// `ChainState.memberSettled`). (An attachment its promise had before it was listed, another
+/// chain's storage, is told by the promise itself: it became a settle listener, see
+/// PromiseCore's `replaceAttachment(with:key:)`.)
 struct LeftMember {
     var contents = MemberContents()
-    var earlier: EarlierAttachment?
 
-    /// Tells the earlier attachment that the promise settled, and releases what the member held;
-    /// its link through `LinkRelease`, without recursing.
+    /// Releases what the member held; its link through `LinkRelease`, without recursing.
     mutating func release() {
-        if let earlier { earlier.attachment.promiseDidSettle(key: earlier.key) }
         if let link = contents.link {
             contents.link = nil
             var links = [link]
             LinkRelease.release(&links)
         }
     }
-}
-
-/// Another attachment of a member's promise (the one it had before it was listed), told when
-/// the promise settles, with the key it knows the promise by.
-struct EarlierAttachment {
-    let attachment: any PromiseAttachment
-    let key: UInt32
 }
 
 // MARK: - A member as its step's body sees it
@@ -90,8 +82,8 @@ struct _ChainMember {
     /// `link(_:)` for another returned promise: the task its producer attached, if any.
     @usableFromInline
     func link(taskOf promise: any CancelTarget, whileBodyRuns: Bool) {
-        if let task = promise._attachedCancellation {
-            storage.link(key, .task(task._cancel), whileBodyRuns: whileBodyRuns)
+        if let cancel = promise._attachedCancellation {
+            storage.link(key, .task(cancel), whileBodyRuns: whileBodyRuns)
         }
     }
 

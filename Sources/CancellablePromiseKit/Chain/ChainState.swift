@@ -164,12 +164,12 @@ struct ChainState {
 
     /// A promise was reserved `key` and then offered this chain's storage as its attachment:
     /// `attached` is false if it had settled first (nothing to cancel: the slot is freed, and
-    /// its cancel closure released uncalled); otherwise it is listed, and an attachment it had
-    /// (other than a producer's task, which its cancel closure stands for) is kept, to tell
-    /// when it settles.
+    /// its cancel closure released uncalled); otherwise it is listed. (An attachment it had,
+    /// other than a producer's task, which its cancel closure stands for, is told by the
+    /// promise itself when it settles.)
     mutating func attach(
-        _ key: SlotKey, target: any CancelTarget, attached: Bool, previous: (any PromiseAttachment)?,
-        previousKey: UInt32, in home: MemberHome, into actions: inout ChainActions
+        _ key: SlotKey, target: any CancelTarget, attached: Bool, in home: MemberHome,
+        into actions: inout ChainActions
     ) {
         let index = Int(key.slot)
         guard attached else {
@@ -179,9 +179,6 @@ struct ChainState {
             }
             noteIfEmptied(home)
             return
-        }
-        if let previous, !(previous is PromiseCancellation) {
-            withTable(home) { $0.setEarlier(EarlierAttachment(attachment: previous, key: previousKey), for: index) }
         }
         list(key, target: target, in: home, into: &actions)
     }
@@ -198,7 +195,7 @@ struct ChainState {
             guard index < table.slotCount else { return LeftMember() }
             switch table.state(index) {
             case .listed, .detached:
-                let left = LeftMember(contents: table.take(index), earlier: table.takeEarlier(index))
+                let left = LeftMember(contents: table.take(index))
                 table.free(index)
                 return left
             case .reserved:
@@ -507,17 +504,16 @@ extension ChainState {
     /// Rejects the promise of slot `index` under the lock (the one named step that acts under
     /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
     /// of there, otherwise leaves it detached for that notification.
+    @inline(__always)
     private static func reject(
         _ index: Int, in table: inout MemberTable, home: CancelStorage, with error: any Error,
         into actions: inout ChainActions
     ) {
-        let earlier = table.takeEarlier(index)
-        let notified = actions.reject(table.take(index), home: home, key: UInt32(index), earlier: earlier, with: error)
+        let notified = actions.reject(table.take(index), home: home, key: UInt32(index), with: error)
         if notified {
             table.free(index)
         } else {
             table.setState(index, .detached)
-            if let earlier { table.setEarlier(earlier, for: index) }
         }
     }
 

@@ -46,9 +46,6 @@ struct MemberTable {
     private var slots = SlotTable<MemberSlot>()
     /// Slots in use by observers.
     private(set) var observersInUse = 0
-    /// Earlier attachments, by slot: rare (a promise listed with an attachment other than a
-    /// producer's task).
-    private var earlier: [Int: EarlierAttachment] = [:]
     /// Slots in the `listed` state.
     private(set) var listedCount = 0
     /// Whether this (absorbed) storage is in its root's group list: see `ChainState.group`.
@@ -131,16 +128,6 @@ struct MemberTable {
         var taken = MemberContents()
         slots.withContents(index) { swap(&taken, &$0.contents) }
         return taken
-    }
-
-    /// Records the earlier attachment of the promise in slot `index`.
-    mutating func setEarlier(_ attachment: EarlierAttachment, for index: Int) {
-        earlier[index] = attachment
-    }
-
-    /// Takes the earlier attachment of the promise in slot `index`, if any.
-    mutating func takeEarlier(_ index: Int) -> EarlierAttachment? {
-        earlier.isEmpty ? nil : earlier.removeValue(forKey: index)
     }
 
     // MARK: Reserving and freeing

@@ -253,6 +253,16 @@ extension SlotTable {
         return take(index)
     }
 
+    /// Calls `body` with every entry, in slot order, consuming the table (its owner took it out
+    /// whole under its lock, and runs `body` after it).
+    consuming func forEachElement<Element>(_ body: (Element) -> Void) where Contents == Element? {
+        var index = 0
+        while index < slotCount {
+            if let element = readInUse(index, { $0 }) ?? nil { body(element) }
+            index += 1
+        }
+    }
+
     /// Empties the table and returns every entry, in slot order.
     mutating func removeAll<Element>() -> [Element] where Contents == Element? {
         var elements: [Element] = []

@@ -43,17 +43,17 @@ extension CancellablePromise {
 ///
 /// The list sits behind a lock: taken out once, by the first of `cancelLosers` and `cancelAll`.
 @usableFromInline final class AutoCancelInputs: @unchecked Sendable {
-    // @unchecked: `inputs` is only reached through its storage's lock (`take()`).
+    // @unchecked: `inputs` is only reached through its lock (`take()`).
     /// The inputs, `nil` once taken, and their lock.
-    private let inputs: LockStorage<[CancelInput]?>
+    private let inputs: Locked<[CancelInput]?>
 
     @usableFromInline init(_ inputs: [CancelInput]) {
-        self.inputs = .create(value: inputs)
+        self.inputs = Locked(inputs)
     }
 
     /// Takes the inputs out (the first caller gets them, later ones `nil`).
     private func take() -> [CancelInput]? {
-        inputs.withLockedValue { inputs in
+        inputs.withLock { inputs in
             let taken = inputs
             inputs = nil
             return taken

@@ -272,11 +272,12 @@ private final class Generation: Sendable {
 
 // MARK: - when(_:while:)
 
-// Every form below watches `cancelPromise` through a removable registration that holds the
-// returned promise weakly and is removed as soon as that promise settles. So a long-lived
-// `cancelPromise` (one wrapper running many sub-tasks) keeps only the results still pending and
-// still referenced: settled or dropped ones are freed while it lives on (it stores about as
-// many registrations as are still live).
+// Every form below watches `cancelPromise` as a settle listener (PromiseCore's one way for an
+// owner to hear a settle) whose owner, held weakly, is the returned promise's attachment: it
+// goes when that promise settles or is dropped. So a long-lived `cancelPromise` (one wrapper
+// running many sub-tasks) keeps only the results still pending and still referenced: settled
+// or dropped ones are freed while it lives on (it stores about as many listeners as have a
+// live owner).
 
 /// Waits for `promise` but rejects as soon as `cancelPromise` rejects (with its error), keeping
 /// the value's type. If `cancelPromise` fulfils, it no longer matters.
@@ -360,6 +361,10 @@ public func when<T, C: Thenable>(
 /// The machinery of every `when(_:while:)` form: `watched` settles the result, a rejection of
 /// `condition` rejects it (and, while `watched` is pending, calls `onConditionRejected` after
 /// settling the result).
+///
+/// The result's attachment is a `ConditionWatch`, a settle listener of `condition`: held by
+/// the result until it settles, and only weakly by `condition`, so that a long-lived condition
+/// keeps nothing of a result that has settled (it drops the spent listener later).
 private func watch<T>(
     _ watched: Promise<T>,
     while condition: Promise<Void>,
@@ -370,43 +375,70 @@ private func watch<T>(
     // be delivered.
     if !watched.isPending, !(ensured && watched.isFulfilled) { return watched._mirror() }
     let output = Promise<T>._makePending()
-    // Set, with `isEnsured`, once the value has arrived and waits for its delivery.
-    let valueArrived = ensured ? Locked(false) : nil
-    if let valueArrived, watched.isFulfilled { valueArrived.withLock { $0 = true } }
-    let registration = condition.register(owner: output) { output, result in
-        guard case .rejected(let error) = result else { return .none }
-        let late = valueArrived?.withLock { $0 } ?? false
-        let released = output.settle(rejected: late ? CancellablePromiseError.cancelled : error)
-        // A value that arrived late means `promise` has fulfilled: there is nothing to cancel.
-        guard let onConditionRejected, !late else { return released }
-        drain(consuming: released)
-        onConditionRejected()
-        return .none
-    }
+    let watch = ConditionWatch<T>(
+        output: output, condition: condition, valueArrived: ensured && watched.isFulfilled,
+        onConditionRejected: onConditionRejected)
+    _ = output.replaceAttachment(with: watch, key: 0)
+    condition.addSettleListener(watch, key: ConditionWatch<T>.conditionKey)
     let deliveryQueue = ensured ? conf.Q.map : nil
-    watched.addSettleHandler { result in
-        guard let valueArrived, case .fulfilled(let value) = result else {
-            let released =
-                switch result {
-                case .fulfilled(let value): output.settle(fulfilled: value)
-                case .rejected(let error): output.settle(rejected: error)
-                }
-            registration.remove()
-            return released
+    watched.pipe { result in
+        guard ensured, case .fulfilled(let value) = result else {
+            output.resolve(result)
+            return
         }
-        valueArrived.withLock { $0 = true }
-        let delivery = UncheckedSendable {
-            drain(consuming: output.settle(fulfilled: value))
-            registration.remove()
-        }
+        watch.valueArrived()
+        let delivery = UncheckedSendable { output.resolve(.fulfilled(value)) }
         if let deliveryQueue {
             deliveryQueue.async { delivery.value() }
         } else {
             delivery.value()
         }
-        return .none
     }
     return output
+}
+
+/// What a pending `when(_:while:)` result keeps (as its attachment, known by the key 0): told,
+/// as a settle listener of the condition, when the condition settles, it rejects the result if
+/// the condition rejected. Once the result or the condition has settled it holds nothing more
+/// (the closure that cancels the watched promise is released).
+private final class ConditionWatch<T>: PromiseAttachment, Sendable {
+    private struct State {
+        /// Set, with `isEnsured`, once the value has arrived and waits for its delivery.
+        var valueArrived: Bool
+        var onConditionRejected: (() -> Void)?
+    }
+
+    /// The key the condition's listener tells.
+    static var conditionKey: UInt64 { 1 }
+
+    private weak let condition: Promise<Void>?
+    /// The result; weakly, as it holds this watch (its attachment).
+    private weak let output: Promise<T>?
+    private let state: Locked<State>
+
+    init(output: Promise<T>, condition: Promise<Void>, valueArrived: Bool, onConditionRejected: (() -> Void)?) {
+        self.output = output
+        self.condition = condition
+        self.state = Locked(State(valueArrived: valueArrived, onConditionRejected: onConditionRejected))
+    }
+
+    func valueArrived() { state.withLock { $0.valueArrived = true } }
+
+    /// The condition settled (told as its listener), or the result did (as its attachment).
+    func promiseDidSettle(key: UInt64) {
+        // Taken once, by the first settle heard; released outside the lock.
+        let (late, onConditionRejected) = state.withLock { state in
+            defer { state.onConditionRejected = nil }
+            return (state.valueArrived, state.onConditionRejected)
+        }
+        guard key == Self.conditionKey, let output, case .rejected(let error)? = condition?.result else { return }
+        drain(consuming: output.settle(rejected: late ? CancellablePromiseError.cancelled : error))
+        // A value that arrived late means `promise` has fulfilled: there is nothing to cancel.
+        guard let onConditionRejected, !late else { return }
+        onConditionRejected()
+    }
+
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
 }
 
 /// Waits for every promise to fulfil, rejecting as soon as one rejects or `cancelPromise`

@@ -187,7 +187,7 @@ private func stopFunction<R: Thenable>(of attempt: R) -> (() -> Void)? {
     // A guarantee whose task is stopped stays pending for good, as `cancellize().cancel()`
     // leaves it: the retry was cancelled, so nothing waits on it any more.
     guard let task = attempt.asPromise()._attachedCancellation else { return nil }
-    return { task._cancel() }
+    return task
 }
 
 /// The cancel side of a retry: what the result's cancel function holds. When the result can no

@@ -85,7 +85,7 @@ extension Thenable {
             output.resolve(.rejected(PromiseTimeoutError(seconds: seconds)))
         }
         if let task = source._attachedCancellation {
-            output.attachCancellation { task._cancel() }
+            output.attachCancellation(task)
         }
         source.pipe { result in
             timer.cancel()

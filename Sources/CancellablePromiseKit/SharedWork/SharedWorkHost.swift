@@ -32,32 +32,37 @@ import PromiseCore
 /// unlocking, on the same thread. `ended` runs once, when the work ends (the source settled, the
 /// last follower was cancelled, or the source was freed unsettled), before the followers are
 /// settled or the source cancelled.
-final class SharedWorkHost<T>: SharedFollowerHost {
+final class SharedWorkHost<T>: SharedFollowerHost, @unchecked Sendable {
+    // @unchecked: `machine` is only reached between `lockWordLock(of:)` and `lockWordUnlock(of:)`.
+
     /// What the owner is told, after unlocking, once the work ended.
     typealias Ended = @Sendable (SharedWorkHost<T>) -> Void
 
-    /// The state machine and its lock word (PromiseCore's `LockStorage`), reached through the
-    /// storage's pointer between its `lock()` and `unlock()`: the event then runs inline here,
-    /// where `Locked.withLock` or `withLockedValue` would be a call with a closure into generic
-    /// code of another module, on every event.
-    private let storage: UncheckedSendable<LockStorage<SharedWork<T>>>
+    /// The lock word of the machine, inline under PromiseCore's rule for inline lock words
+    /// (Lock.swift): the event then runs inline here, with no second object, where
+    /// `Locked.withLock` would be a call with a closure into generic code of another module.
+    private var lockWord = LockWord()  // must stay the first stored property
+    /// The state machine; guarded by the lock word (so no dynamic exclusivity check is needed).
+    @exclusivity(unchecked) private var machine = SharedWork<T>(phase: .starting)
     /// Called (after unlocking) once the work ended; `nil` if the owner needs no notice.
     private let ended: Ended?
 
     /// A host whose source is still to be made (followers may join already); `ended` is
     /// called once the work ended.
     init(ended: Ended? = nil) {
-        storage = UncheckedSendable(LockStorage.create(value: SharedWork(phase: .starting)))
         self.ended = ended
+    }
+
+    deinit {
+        lockWordDestroy(of: self)
     }
 
     /// Runs `body` on the machine with the lock held, on the calling thread; `body` must not
     /// call user code or release objects.
     @inline(__always) func withLock<R>(_ body: (inout SharedWork<T>) -> R) -> R {
-        let storage = storage.value
-        storage.lock()
-        defer { storage.unlock() }
-        return storage.withUnsafeMutablePointerToHeader { body(&$0.pointee) }
+        lockWordLock(of: self)
+        defer { lockWordUnlock(of: self) }
+        return body(&machine)
     }
 
     // MARK: Starting

@@ -472,3 +472,11 @@ public final class CancellationRegistration: Sendable {
         token?.remove(id: id) ?? false
     }
 }
+
+/// A registration bound to a promise (`CancellablePromise.cancel(on:)`) is the promise's settle
+/// listener: it leaves its token when the promise settles.
+extension CancellationRegistration: PromiseAttachment {
+    @usableFromInline package func promiseDidSettle(key: UInt64) { remove() }
+
+    @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
+}
