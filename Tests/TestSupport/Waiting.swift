@@ -9,6 +9,8 @@ import PromiseCore
 // - another thread, by a handshake: a `Handshake` one side signals and the other waits for, and
 //   `runWhenAwaited` / `waitUntilAwaited`, for "settle it once something waits on it" (the
 //   waiting side attaches a handler to the promise before it blocks or suspends);
+// - threads racing each other (and this thread): `runConcurrently`, which releases them together
+//   and waits until every one has returned;
 // - from `async` code: `Handshake.arrival()`, `untilAwaited` (the handshake above), `values(of:)`
 //   for tasks, `awaitCallback` for a callback, and `untilCancelled()` for an async body that
 //   waits for nothing but its cancellation.
@@ -75,6 +77,7 @@ public func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bo
     while Date() < deadline {
         if condition() { return true }
         if Thread.isMainThread {
+            // Real clock: the polling interval, spent running the main run loop's queued work.
             _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
         } else {
             Thread.sleep(forTimeInterval: 0.002)  // real clock: the polling interval of the condition
@@ -137,6 +140,7 @@ public final class Handshake: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while !signalled {
+            // Real clock: the deadline after which the test gives up; the signal ends it early.
             if !condition.wait(until: deadline) { break }
         }
         return signalled
@@ -197,6 +201,36 @@ public func runWhenAwaited<T>(
         waitUntilAwaited(promise.value, handlers: handlers, seconds: seconds)
         body()
     }
+}
+
+// MARK: Threads racing
+
+/// Runs each of `bodies` on another thread (a global queue), released together once all are
+/// queued, runs `meanwhile` on this thread as they are released, then waits until every body
+/// has returned, at most `seconds` (on the main thread, running the main run loop meanwhile).
+/// Returns whether they all had. For races: two threads settling and cancelling the same promise,
+/// a thread fulfilling while this one fires a timer.
+///
+/// ```swift
+/// XCTAssertTrue(runConcurrently([{ resolver.fulfill(1) }, { promise.cancel() }]))
+/// ```
+@discardableResult
+public func runConcurrently(
+    seconds: TimeInterval = 60, _ bodies: [@Sendable () -> Void], meanwhile: () -> Void = {}
+) -> Bool {
+    let start = Handshake()
+    let finished = Handshake()
+    let group = DispatchGroup()
+    for body in bodies {
+        DispatchQueue.global().async(group: group) {
+            start.wait(seconds: seconds)
+            body()
+        }
+    }
+    start.signal()
+    meanwhile()
+    group.notify(queue: .global()) { finished.signal() }
+    return finished.wait(seconds: seconds)
 }
 
 // MARK: From async code
