@@ -82,6 +82,7 @@ final class CancelBagTests: XCTestCase {
         let item = DispatchWorkItem {}
         item.store(in: bag)
         let task = Task { () -> Int in
+            // Real clock: a task that only ends early when cancelled; the bag's cancelAll() ends the sleep.
             try? await Task.sleep(nanoseconds: 60_000_000_000)
             return Task.isCancelled ? -1 : 1
         }
