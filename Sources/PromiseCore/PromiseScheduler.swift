@@ -20,11 +20,11 @@ import Foundation
 /// API that waits (`after`, `timeout`, `retry`'s delays, a process's `killAfter`) reads a delay
 /// through it, so that they all agree:
 ///
-/// - zero or less: ``now``, as soon as the scheduler runs work (never synchronously);
+/// - zero or less: `now`, as soon as the scheduler runs work (never synchronously);
 /// - NaN, infinite, or 2^63 nanoseconds (about 292 years) or more, longer than the package's
-///   clocks can represent: ``never``, and nothing is scheduled (the work would otherwise run
+///   clocks can represent: `never`, and nothing is scheduled (the work would otherwise run
 ///   early, or at once: `max(0, .nan)` is 0);
-/// - anything else: ``after(_:)`` that many seconds.
+/// - anything else: `after(_:)` that many seconds.
 package enum ScheduledDelay: Equatable, Sendable {
     /// As soon as the scheduler runs work.
     case now
