@@ -12,8 +12,8 @@ import PromiseCore
 // - threads racing each other (and this thread): `runConcurrently`, which releases them together
 //   and waits until every one has returned;
 // - from `async` code: `Handshake.arrival()`, `untilAwaited` (the handshake above), `values(of:)`
-//   for tasks, `awaitCallback` for a callback, and `untilCancelled()` for an async body that
-//   waits for nothing but its cancellation.
+//   for tasks, `awaitCallback` for a callback, `untilHolds` for a condition, and
+//   `untilCancelled()` for an async body that waits for nothing but its cancellation.
 //
 // Each that waits for something else takes a deadline (`seconds`) after which it gives up and
 // says so, so that a broken test fails instead of hanging; a passing test never waits for a
@@ -255,6 +255,18 @@ public func values<T: Sendable>(of tasks: [Task<T, Never>], seconds: TimeInterva
             done(values)
         }
     }
+}
+
+/// Checks `condition` until it holds, at most `seconds`, suspending 1 ms between checks (so that
+/// the tasks it waits for get a thread, even on a busy machine). Returns whether it held. The
+/// `async` counterpart of `eventually`, for effects of other tasks that nothing signals.
+public func untilHolds(seconds: TimeInterval = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 1_000_000)  // real clock: the polling interval of the condition
+    }
+    return condition()
 }
 
 /// Suspends until the current task is cancelled, then throws `CancellationError`: the body of a
