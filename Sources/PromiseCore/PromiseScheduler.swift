@@ -13,14 +13,46 @@ import Foundation
 // Intervals too long for a clock. The package's clocks count whole nanoseconds in 64 bits
 // (Dispatch's deadlines, a `TestScheduler`'s virtual time), so a delay of 2^63 nanoseconds or
 // more (about 292 years) cannot be represented. Clamping it to something shorter would run the
-// work early; such a delay means never, as an infinite one does (`isNeverDelay`).
+// work early; such a delay means never, as an infinite one does (`ScheduledDelay`).
 
-/// Whether a delay of `seconds` means never: NaN, infinite, or 2^63 nanoseconds (about 292
-/// years) or more, longer than the package's clocks can represent. Work scheduled after such a
-/// delay is not scheduled at all: it would otherwise run early.
-package func isNeverDelay(_ seconds: TimeInterval) -> Bool {
-    // NaN fails the comparison too.
-    !(seconds * 1e9 < 0x1p63)
+/// When work scheduled after a delay runs, by the package's one rule for delays. Every
+/// scheduler of the package (`DispatchScheduler`, `ClockScheduler`, `TestScheduler`) and every
+/// API that waits (`after`, `timeout`, `retry`'s delays, a process's `killAfter`) reads a delay
+/// through it, so that they all agree:
+///
+/// - zero or less: `now`, as soon as the scheduler runs work (never synchronously);
+/// - NaN, infinite, or 2^63 nanoseconds (about 292 years) or more, longer than the package's
+///   clocks can represent: `never`, and nothing is scheduled (the work would otherwise run
+///   early, or at once: `max(0, .nan)` is 0);
+/// - anything else: `after(_:)` that many seconds.
+package enum ScheduledDelay: Equatable, Sendable {
+    /// As soon as the scheduler runs work.
+    case now
+    /// After this many seconds: more than zero, less than 2^63 nanoseconds.
+    case after(TimeInterval)
+    /// Never: nothing is scheduled.
+    case never
+
+    /// What a delay of `seconds` means.
+    package init(_ seconds: TimeInterval) {
+        // NaN fails both comparisons: it must not fall through to `now`.
+        if !(seconds * 1e9 < 0x1p63) {
+            self = .never
+        } else if seconds > 0 {
+            self = .after(seconds)
+        } else {
+            self = .now
+        }
+    }
+
+    /// The seconds to wait, zero or more; `nil` for never.
+    package var seconds: TimeInterval? {
+        switch self {
+        case .now: return 0
+        case .after(let seconds): return seconds
+        case .never: return nil
+        }
+    }
 }
 
 /// Runs closures after a delay, on a clock of its own: the wall clock (``DispatchScheduler``),
@@ -102,9 +134,9 @@ public struct DispatchScheduler: PromiseScheduler {
     /// less; never for an infinite or NaN `seconds`, nor for 2^63 nanoseconds or more, about
     /// 292 years, which Dispatch cannot represent: nothing is scheduled and `work` is released).
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard !isNeverDelay(seconds) else { return NeverScheduledWork() }
+        guard let delay = ScheduledDelay(seconds).seconds else { return NeverScheduledWork() }
         // A deadline past the end of the uptime clock is `DISPATCH_TIME_FOREVER`: never, too.
-        return DispatchTimerWork(queue: queue, deadline: .now() + max(0, seconds), work: work)
+        return DispatchTimerWork(queue: queue, deadline: .now() + delay, work: work)
     }
 }
 
@@ -191,9 +223,9 @@ public struct ClockScheduler<C: Clock>: PromiseScheduler where C.Duration == Dur
     /// zero or less; never for an infinite or NaN `seconds`, nor for 2^63 nanoseconds or more,
     /// about 292 years: nothing is scheduled and `work` is released).
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard !isNeverDelay(seconds) else { return NeverScheduledWork() }
+        guard let delay = ScheduledDelay(seconds).seconds else { return NeverScheduledWork() }
         let clock = self.clock
-        let deadline = clock.now.advanced(by: .seconds(max(0, seconds)))
+        let deadline = clock.now.advanced(by: .seconds(delay))
         let task = Task {
             do {
                 try await clock.sleep(until: deadline, tolerance: nil)

@@ -37,10 +37,10 @@ public func after(seconds: TimeInterval) -> Guarantee<Void> {
 public func after(seconds: TimeInterval, scheduler: any PromiseScheduler) -> Guarantee<Void> {
     let promise = Promise<Void>(pending: ())
     // NaN counts as infinitely many seconds.
-    guard !isNeverDelay(seconds) else { return Guarantee(promise: promise) }
+    guard let delay = ScheduledDelay(seconds).seconds else { return Guarantee(promise: promise) }
     // The scheduled work holds the promise until it runs, and the promise holds the work
     // through its attachment: cancelling unschedules it, which releases the promise.
-    let work = scheduler.schedule(after: max(0, seconds)) { promise.resolve(.fulfilled(())) }
+    let work = scheduler.schedule(after: delay) { promise.resolve(.fulfilled(())) }
     promise.attachCancellation { work.cancel() }
     return Guarantee(promise: promise)
 }

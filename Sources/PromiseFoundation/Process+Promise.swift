@@ -350,11 +350,11 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
         guard process.isRunning else { return }
         process.terminate()
         // NaN counts as infinitely many seconds: never.
-        guard killAfter < .infinity else { return }
+        guard let delay = ScheduledDelay(killAfter).seconds else { return }
         let weakProcess = WeakProcess(process)
         // Unscheduled when the process exits (see `ScheduledKill`), so a process that ended on
         // SIGTERM leaves nothing on the scheduler.
-        let work = scheduler.schedule(after: max(0, killAfter)) {
+        let work = scheduler.schedule(after: delay) {
             // Still running (SIGTERM ignored or handled slowly): kill it. `isRunning` is only
             // true before Foundation reaped the process, so the pid cannot have been reused.
             guard let process = weakProcess.process, process.isRunning else { return }

@@ -105,7 +105,10 @@ public final class TestScheduler: PromiseScheduler {
     /// a delay whose due time is past the last time the clock can hold (see "Exact time"),
     /// which would otherwise run early.
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard let delay = Nanoseconds(roundingSeconds: max(0, seconds)) else { return neverScheduledWork }
+        // The package's rule for delays: NaN is never (`max(0, .nan)` would be now), as is infinity.
+        guard let seconds = ScheduledDelay(seconds).seconds, let delay = Nanoseconds(roundingSeconds: seconds) else {
+            return neverScheduledWork
+        }
         guard let number = state.withLock({ $0.add(work, after: delay) }) else { return neverScheduledWork }
         return Item(scheduler: self, number: number)
     }

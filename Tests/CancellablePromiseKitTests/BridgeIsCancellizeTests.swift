@@ -15,6 +15,7 @@ final class BridgeIsCancellizeTests: XCTestCase {
         let cancellable = make(timer)
         cancellable.cancel()
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        // Real clock: a stopped timer of the default scheduler shows only by not firing in time.
         return waitForResult(timer, seconds: 0.6) != nil
     }
 
@@ -70,6 +71,7 @@ final class BridgeIsCancellizeTests: XCTestCase {
         context.cancel()
         XCTAssertTrue(first.isRejected)
         XCTAssertTrue(second.isRejected)
+        // Real clock: a stopped timer of the default scheduler shows only by not firing in time.
         XCTAssertNil(waitForResult(timer, seconds: 0.6), "the timer was stopped")
     }
 

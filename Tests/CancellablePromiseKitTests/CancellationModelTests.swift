@@ -1312,7 +1312,7 @@ struct TimeoutRound {
         let answer = rng.int(0...2)  // 0: at once, 1: never, 2: around the deadline
         let calls = Counter()
         let seen = SeenOutcomes()
-        let done = DispatchSemaphore(value: 0)
+        let done = Handshake()
         let scheduler = TestScheduler()
         weak var weakTask: CancellablePromise<Int>?
         weak var weakTail: CancellablePromise<Int>?
@@ -1344,6 +1344,7 @@ struct TimeoutRound {
             }
             weakTail = tail
         }
+        var answeredInTime = true
         switch answer {
         case 0:
             work?.fulfill(1)
@@ -1352,18 +1353,17 @@ struct TimeoutRound {
             scheduler.advance(by: seconds)
         default:
             // The answer races the timer: another thread fulfils while this one fires it.
-            let answered = DispatchGroup()
-            DispatchQueue.global().async(group: answered) { [work] in work?.fulfill(1) }
-            scheduler.advance(by: seconds)
-            answered.wait()
+            answeredInTime = runConcurrently([{ [work] in work?.fulfill(1) }]) { scheduler.advance(by: seconds) }
         }
-        let settled = done.wait(timeout: .now() + 5) == .success
+        let settled = done.wait(seconds: 5)
         work = nil  // the work lets go of its resolver (a late answer holds its own until it lands)
         let outcomes = seen.snapshot()
         let timedOut = outcomes.timeoutOutput == .rejected(.timeout)
         let taskRejected = outcomes.task?.isRejected == true
         var problem: String?
-        if !settled {
+        if !answeredInTime {
+            problem = "the thread answering while the deadline passed did not return within 60 s"
+        } else if !settled {
             problem = "the chain did not settle within 5 s after a \(seconds) s timeout"
         } else if answer == 1 && !timedOut {
             problem = "a task that never answers: the timeout output is \(RoundChecker.text(outcomes.timeoutOutput))"
@@ -1383,9 +1383,8 @@ struct TimeoutRound {
         var problems: [Rule: String] = [:]
         if let problem { problems[.timeoutIsRecoverable] = problem }
         // The timer lets go once it fired or was stopped; give a late answer time to land.
-        let deadline = Date(timeIntervalSinceNow: 2)
-        while (weakTask != nil || weakTail != nil || weakBox != nil) && Date() < deadline { usleep(1_000) }
-        if weakTask != nil || weakTail != nil || weakBox != nil {
+        let freed = eventually(seconds: 2) { weakTask == nil && weakTail == nil && weakBox == nil }
+        if !freed {
             problems[.everythingFreedAtEnd] = "the timed chain is still alive 2 s after it settled"
         }
         report.add(round: round, problems: problems) {

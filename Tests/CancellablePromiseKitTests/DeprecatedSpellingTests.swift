@@ -39,6 +39,7 @@ final class DeprecatedSpellingTests: XCTestCase {
         XCTAssertTrue(cancellable.cancelContext === context)
         context.cancel()
         XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+        // Real clock: a stopped timer of the default scheduler shows only by not firing in time.
         XCTAssertNil(waitForResult(timer, seconds: 0.5), "the timer was stopped")
     }
 
@@ -230,6 +231,7 @@ final class DeprecatedSpellingTests: XCTestCase {
 
     @available(*, deprecated)
     func testGlobalTimeoutRejectsWithATimeoutThatMatchesPMKErrorTimedOut() {
+        // Real clock: the deprecated global timeout is checked with its default, wall-clock scheduler.
         let result = waitForResult(race(after(seconds: 5).asPromise(), timeout(seconds: 0.05)), seconds: 5)
         guard case .rejected(let error)? = result else { return XCTFail("not rejected: \(String(describing: result))") }
         do {

@@ -77,10 +77,10 @@ final class MigrationNotesTests: XCTestCase {
     /// Waits until a body running on `queue` signals `started`, runs `cancel` while the body
     /// waits for `release`, then releases it and waits until the body has returned.
     private func cancelOnceTheBodyStarted(
-        started: DispatchSemaphore, release: DispatchSemaphore, queue: DispatchQueue, cancel: () -> Void,
+        started: Handshake, release: Handshake, queue: DispatchQueue, cancel: () -> Void,
         file: StaticString = #filePath, line: UInt = #line
     ) {
-        XCTAssertEqual(started.wait(timeout: .now() + 10), .success, file: file, line: line)
+        XCTAssertTrue(started.wait(seconds: 10), file: file, line: line)
         cancel()
         release.signal()
         queue.sync {}
@@ -91,8 +91,8 @@ final class MigrationNotesTests: XCTestCase {
     /// after it never run.
     func testABodyRunningWhenTheChainIsCancelledCompletesAndItsResultIsDiscarded() {
         let queue = DispatchQueue(label: "body")
-        let started = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
+        let started = Handshake()
+        let release = Handshake()
         let completed = Flag()
         let nextRan = Flag()
         let (head, resolver) = CancellablePromise<Int>.pending()
@@ -118,8 +118,8 @@ final class MigrationNotesTests: XCTestCase {
     /// cancelled is cancelled: the task its producer attached is cancelled once.
     func testAPromiseReturnedByABodyRunningWhenCancelledIsCancelled() {
         let queue = DispatchQueue(label: "body")
-        let started = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
+        let started = Handshake()
+        let release = Handshake()
         let task = TokenCancellableSpy()
         let returned = Promise<Int>(cancellable: task) { _ in }
         let (head, resolver) = CancellablePromise<Int>.pending()

@@ -289,10 +289,10 @@ final class RetryTests: XCTestCase {
     func testCancelDuringAnAttemptCancelsItAndStartsNoOther() {
         let attempts = Attempts<Int>()
         weak var machinery: DeinitProbe?
-        let released = expectation(description: "machinery released")
+        let released = Handshake()
         var result: CancellablePromise<Int>?
         do {
-            let probe = DeinitProbe { released.fulfill() }
+            let probe = DeinitProbe { released.signal() }
             machinery = probe
             result = retry(maxAttempts: 5, lifetimeProbe: probe) { attempt in attempts.cancellable(attempt) }
         }
@@ -303,7 +303,7 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(result!.error as? CancellablePromiseError, .cancelled, "rejected before cancel() returns")
         XCTAssertEqual(attempts.cancelCount, 1, "the running attempt's cancel closure ran once")
         XCTAssertNil(machinery, "nothing of the retry is left")
-        wait(for: [released], timeout: 1)
+        XCTAssertTrue(released.wait(seconds: 1))
 
         // The attempt's own outcome, coming late, changes nothing and starts nothing.
         attempts.resolver(2).reject(Flaky(attempt: 2))
@@ -413,12 +413,12 @@ final class RetryTests: XCTestCase {
         let queue = DispatchQueue(label: "retry-attempts")
         queue.setSpecific(key: key, value: "retry-attempts")
         let onQueue = Locked<[Bool]>([])
-        let done = expectation(description: "fulfilled")
+        let done = Handshake()
         retry(maxAttempts: 3, on: queue) { attempt -> Promise<Int> in
             onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: key) != nil) }
             return attempt < 3 ? Promise(error: Flaky(attempt: attempt)) : .value(attempt)
-        }.done(on: nil) { _ in done.fulfill() }.cauterize()
-        wait(for: [done], timeout: 5)
+        }.done(on: nil) { _ in done.signal() }.cauterize()
+        XCTAssertTrue(done.wait(seconds: 5))
         XCTAssertEqual(
             onQueue.withLock { $0 }, [false, true, true], "the first runs in `retry`, the others on the queue")
     }
@@ -629,18 +629,19 @@ final class RetryTests: XCTestCase {
                     return attempts.cancellable(attempt)
                 }
                 result.pipe { _ in settled.increment() }
-                let group = DispatchGroup()
-                DispatchQueue.global().async(group: group) {
-                    for attempt in 1...10 {
-                        guard attempts.started.count >= attempt else { break }
-                        attempts.resolver(attempt).reject(Flaky(attempt: attempt))
-                    }
-                }
-                DispatchQueue.global().async(group: group) {
-                    result.cancel()
-                    cancelReturned.raise()
-                }
-                group.wait()
+                let finished = runConcurrently([
+                    {
+                        for attempt in 1...10 {
+                            guard attempts.started.count >= attempt else { break }
+                            attempts.resolver(attempt).reject(Flaky(attempt: attempt))
+                        }
+                    },
+                    {
+                        result.cancel()
+                        cancelReturned.raise()
+                    },
+                ])
+                XCTAssertTrue(finished)
                 XCTAssertEqual(settled.value, 1)
                 XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
                 XCTAssertLessThanOrEqual(startedAfterCancel.value, 1, "at most one start already under way")

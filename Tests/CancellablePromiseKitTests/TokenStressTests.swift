@@ -15,6 +15,7 @@ final class TokenStressTests: XCTestCase {
             group.enter()
             let thread = Thread {
                 ready.signal()
+                // Real threads: each waits at the gate so that all are released together.
                 gate.wait()
                 body(index)
                 group.leave()
@@ -22,8 +23,10 @@ final class TokenStressTests: XCTestCase {
             thread.stackSize = 1 << 20
             thread.start()
         }
+        // Real threads: every thread must have started before the gate opens.
         for _ in 0..<count { ready.wait() }
         for _ in 0..<count { gate.signal() }
+        // Real clock: the deadline that turns a deadlock into a failure instead of a hang.
         XCTAssertEqual(group.wait(timeout: .now() + 300), .success, "threads did not finish (deadlock?)")
     }
 

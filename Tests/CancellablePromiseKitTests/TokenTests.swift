@@ -87,19 +87,19 @@ final class TokenTests: XCTestCase {
     func testOnCancelWithQueueRunsOnThatQueue() {
         let (queue, key) = makeMarkedQueue(label: "token.handler", value: 42)
         let request = CancellationRequest()
-        let ran = expectation(description: "handler ran on its queue")
+        let ran = Handshake()
         request.token.onCancel(on: queue) {
             XCTAssertEqual(DispatchQueue.getSpecific(key: key), 42)
-            ran.fulfill()
+            ran.signal()
         }
         request.cancel()
-        wait(for: [ran], timeout: 5)
-        let late = expectation(description: "late handler ran on its queue")
+        XCTAssertTrue(ran.wait(seconds: 5), "handler ran on its queue")
+        let late = Handshake()
         request.token.onCancel(on: queue) {
             XCTAssertEqual(DispatchQueue.getSpecific(key: key), 42)
-            late.fulfill()
+            late.signal()
         }
-        wait(for: [late], timeout: 5)
+        XCTAssertTrue(late.wait(seconds: 5), "late handler ran on its queue")
     }
 
     func testOnCancelIsSkippedWhenTokenCompletesNotCancelled() {
@@ -134,14 +134,14 @@ final class TokenTests: XCTestCase {
     func testOnCompleteWithQueueRunsOnThatQueue() {
         let (queue, key) = makeMarkedQueue(label: "token.complete", value: 7)
         let request = CancellationRequest()
-        let ran = expectation(description: "onComplete ran on its queue")
+        let ran = Handshake()
         request.token.onComplete(on: queue) { cancelled in
             XCTAssertTrue(cancelled)
             XCTAssertEqual(DispatchQueue.getSpecific(key: key), 7)
-            ran.fulfill()
+            ran.signal()
         }
         request.cancel()
-        wait(for: [ran], timeout: 5)
+        XCTAssertTrue(ran.wait(seconds: 5), "onComplete ran on its queue")
     }
 
     // MARK: Removing registrations
@@ -387,8 +387,8 @@ final class TokenTests: XCTestCase {
     func testSlowHandlerOfOneTokenDoesNotDelayAnotherToken() {
         let slow = CancellationRequest()
         let fast = CancellationRequest()
-        let release = DispatchSemaphore(value: 0)
-        let slowStarted = DispatchSemaphore(value: 0)
+        let release = Handshake()
+        let slowStarted = Handshake()
         slow.token.onCancel {
             slowStarted.signal()
             release.wait()
@@ -397,7 +397,7 @@ final class TokenTests: XCTestCase {
         fast.token.onCancel { fastRan.increment() }
         let slowBox = UncheckedBox(slow)
         DispatchQueue.global().async { slowBox.value.cancel() }
-        XCTAssertEqual(slowStarted.wait(timeout: .now() + 5), .success)
+        XCTAssertTrue(slowStarted.wait(seconds: 5))
         fast.cancel()  // runs its handler at once although the other token's handler blocks
         XCTAssertEqual(fastRan.value, 1)
         XCTAssertTrue(slow.token.isCancelled)  // and the blocked token is still queryable

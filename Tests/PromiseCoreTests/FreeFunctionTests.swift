@@ -43,6 +43,7 @@ final class FreeFunctionTests: XCTestCase {
         let start = DispatchTime.now()
         let g = after(seconds: 0.05)
         XCTAssertTrue(g.isPending)
+        // Real clock: the default scheduler is the wall clock, and this checks it waits the delay.
         XCTAssertNotNil(waitForResult(g, seconds: 5))
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         XCTAssertGreaterThanOrEqual(elapsed, 0.05)
@@ -194,6 +195,7 @@ final class FreeFunctionTests: XCTestCase {
     func testAsyncPromiseHonoursTheGroup() {
         let group = DispatchGroup()
         let p = DispatchQueue.global().async(.promise, group: group) { () -> Int in 1 }
+        // Real clock: the group is the API under test; the deadline turns a missed leave into a failure.
         XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(p.value, 1)
     }

@@ -99,21 +99,25 @@ final class LockWordTests: XCTestCase {
                 #if os(Linux)
                 let word = lockWordPointer(cell)
                 let deadline = DispatchTime.now() + 10
+                // Real clock: polls every 1 ms until a waiter sleeps on the futex, which nothing signals.
                 while cpk_lock_state(word) != 2 && DispatchTime.now() < deadline { usleep(1_000) }
                 if cpk_lock_state(word) == 2 { sawSleeper.raise() }
                 #else
+                // Real clock: no lock state tells that a waiter sleeps here, so the lock is held for 50 ms.
                 usleep(50_000)
                 sawSleeper.raise()
                 #endif
                 value += 1
             }
         }
+        // Real threads: the waiters must start while the lock is held, on a thread of its own.
         holding.wait()
         for _ in 0..<6 {
             DispatchQueue.global().async(group: group) {
                 for _ in 0..<2_000 { cell.withLock { $0 += 1 } }
             }
         }
+        // Real clock: the deadline that turns a waiter never woken into a failure instead of a hang.
         guard group.wait(timeout: .now() + 60) == .success else {
             return XCTFail("a thread waiting for the lock was never woken")
         }

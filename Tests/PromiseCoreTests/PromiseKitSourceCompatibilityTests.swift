@@ -134,6 +134,7 @@ final class PromiseKitSourceCompatibilityTests: XCTestCase {
     func testGuaranteeStyle() {
         var fired = false
         let finished = Handshake()
+        // Real clock: PromiseKit's spelling has no scheduler, so the timer is the wall clock's.
         after(seconds: 0.01).done {
             fired = true
             finished.signal()

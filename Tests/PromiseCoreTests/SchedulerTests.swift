@@ -20,6 +20,7 @@ final class SchedulerTests: XCTestCase {
             if queue.isCurrent { onQueue.raise() }
             ran.signal()
         }
+        // Real clock: the scheduler under test runs on the wall clock.
         XCTAssertTrue(ran.wait(seconds: 5))
         XCTAssertGreaterThanOrEqual(elapsed.value, 0.02)
         XCTAssertTrue(onQueue.value)
@@ -68,6 +69,7 @@ final class SchedulerTests: XCTestCase {
         }
         let cancelledRan = Flag()
         scheduler.schedule(after: 0.01) { cancelledRan.raise() }.cancel()
+        // Real clock: the scheduler under test runs on the wall clock.
         XCTAssertTrue(ran.wait(seconds: 5))
         XCTAssertGreaterThanOrEqual(elapsed.value, 0.02)
         XCTAssertFalse(cancelledRan.value, "a cancelled item never runs")
@@ -75,6 +77,7 @@ final class SchedulerTests: XCTestCase {
 
     func testAfterOnAClockScheduler() throws {
         guard #available(macOS 13, iOS 16, tvOS 16, watchOS 9, *) else { throw XCTSkip("no Clock") }
+        // Real clock: the scheduler under test sleeps on a system clock.
         XCTAssertNotNil(waitForResult(after(seconds: 0.01, scheduler: ClockScheduler(SuspendingClock())), seconds: 5))
     }
 }

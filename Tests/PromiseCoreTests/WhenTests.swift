@@ -393,21 +393,18 @@ final class WhenTests: XCTestCase {
     func testWhenFulfilledPlacesInputsSettledConcurrentlyWithConnecting() {
         for round in 0..<200 {
             let inputs = (0..<64).map { _ in Promise<Int>.pending() }
-            let start = DispatchSemaphore(value: 0)
-            let group = DispatchGroup()
-            for half in 0..<2 {
-                DispatchQueue.global().async(group: group) {
-                    start.wait()
-                    for index in stride(from: half, to: inputs.count, by: 2) { inputs[index].resolver.fulfill(index) }
-                }
+            let halves: [@Sendable () -> Void] = (0..<2).map { half in
+                { for index in stride(from: half, to: inputs.count, by: 2) { inputs[index].resolver.fulfill(index) } }
             }
-            start.signal()
-            start.signal()
-            let all: Promise<[Int]> = when(fulfilled: inputs.map(\.promise))
-            let resolved = when(resolved: inputs.map(\.promise))
-            group.wait()
-            XCTAssertEqual(all.value, Array(0..<64), "round \(round)")
-            XCTAssertEqual(resolved.value?.map { try? $0.get() }, Array(0..<64), "round \(round)")
+            var all: Promise<[Int]>?
+            var resolved: Guarantee<[PromiseCore.Result<Int>]>?
+            let finished = runConcurrently(halves) {
+                all = when(fulfilled: inputs.map(\.promise))
+                resolved = when(resolved: inputs.map(\.promise))
+            }
+            XCTAssertTrue(finished, "round \(round)")
+            XCTAssertEqual(all?.value, Array(0..<64), "round \(round)")
+            XCTAssertEqual(resolved?.value?.map { try? $0.get() }, Array(0..<64), "round \(round)")
         }
     }
 

@@ -93,11 +93,12 @@ final class NotificationCenterPromiseTests: XCTestCase {
     func testCancelRacingPostsSettlesOnceAndNeverCrashes() {
         for _ in 0..<300 {
             let cancellable = center.observe(once: ping).cancellize()
-            let group = DispatchGroup()
-            DispatchQueue.global().async(group: group) { [center, ping] in center.post(name: ping, object: nil) }
-            DispatchQueue.global().async(group: group) { cancellable.cancel() }
-            DispatchQueue.global().async(group: group) { [center, ping] in center.post(name: ping, object: nil) }
-            group.wait()
+            XCTAssertTrue(
+                runConcurrently([
+                    { [center, ping] in center.post(name: ping, object: nil) },
+                    { cancellable.cancel() },
+                    { [center, ping] in center.post(name: ping, object: nil) },
+                ]))
             XCTAssertFalse(cancellable.isPending)
         }
     }

@@ -78,11 +78,11 @@ final class ProcessPromiseTests: XCTestCase {
     }
 
     func testAnExistingTerminationHandlerIsStillCalled() {
-        let called = expectation(description: "termination handler")
+        let called = Handshake()
         let child = shell("exit 0")
-        child.terminationHandler = { _ in called.fulfill() }
+        child.terminationHandler = { _ in called.signal() }
         XCTAssertNotNil(waitForResult(child.run(.promise))?.fulfilledValue)
-        wait(for: [called], timeout: 5)
+        XCTAssertTrue(called.wait(seconds: 5), "termination handler")
     }
 
     // MARK: launch(.promise) (PromiseKit's form)

@@ -72,6 +72,7 @@ final class TokenFoundationConformanceTests: XCTestCase {
         try process.run()
         let started = Date()
         request.cancel()
+        // Real process: waits for the child that the cancellation terminated to exit.
         process.waitUntilExit()
         XCTAssertLessThan(Date().timeIntervalSince(started), 10)
         XCTAssertTrue(process.isCancelled)

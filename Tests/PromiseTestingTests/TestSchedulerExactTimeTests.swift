@@ -56,13 +56,19 @@ final class TestSchedulerExactTimeTests: XCTestCase {
     /// The wall-clock and package-wide rule: 2^63 nanoseconds or more is never; just below it
     /// is a delay.
     func testNeverDelayStartsAtTwoToTheSixtyThreeNanoseconds() {
-        XCTAssertTrue(isNeverDelay(.infinity))
-        XCTAssertTrue(isNeverDelay(.nan))
-        XCTAssertTrue(isNeverDelay(1e12))
-        XCTAssertTrue(isNeverDelay(0x1p63 / 1e9))
-        XCTAssertFalse(isNeverDelay(9.2e9))
-        XCTAssertFalse(isNeverDelay(1e9), "31 years is a delay, no longer clamped")
-        XCTAssertFalse(isNeverDelay(-1))
+        XCTAssertEqual(ScheduledDelay(.infinity), .never)
+        XCTAssertEqual(ScheduledDelay(.nan), .never)
+        XCTAssertEqual(ScheduledDelay(-.infinity), .now)
+        XCTAssertEqual(ScheduledDelay(1e12), .never)
+        XCTAssertEqual(ScheduledDelay(0x1p63 / 1e9), .never)
+        XCTAssertEqual(ScheduledDelay(9.2e9), .after(9.2e9))
+        XCTAssertEqual(ScheduledDelay(1e9), .after(1e9), "31 years is a delay, no longer clamped")
+        XCTAssertEqual(ScheduledDelay(-1), .now)
+        XCTAssertEqual(ScheduledDelay(0), .now)
+        XCTAssertEqual(ScheduledDelay(-0.0), .now)
+        XCTAssertEqual(ScheduledDelay(.nan).seconds, nil)
+        XCTAssertEqual(ScheduledDelay(-1).seconds, 0)
+        XCTAssertEqual(ScheduledDelay(0.5).seconds, 0.5)
     }
 
     /// `DispatchScheduler` schedules nothing for a delay it cannot represent (it used to clamp

@@ -237,11 +237,12 @@ final class TestSchedulerTests: XCTestCase {
     func testWorkScheduledFromAnotherThreadWhileAdvancingRunsOnceIfDue() {
         let scheduler = TestScheduler()
         let ran = Counter()
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
+        let scheduled = Handshake()
+        DispatchQueue.global().async {
             for _ in 0..<1_000 { _ = scheduler.schedule(after: 0) { ran.increment() } }
+            scheduled.signal()
         }
-        while group.wait(timeout: .now()) == .timedOut { scheduler.advance() }
+        while !scheduled.hasArrived { scheduler.advance() }
         scheduler.advance()
         XCTAssertEqual(ran.value, 1_000)
     }

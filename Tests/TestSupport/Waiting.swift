@@ -9,9 +9,11 @@ import PromiseCore
 // - another thread, by a handshake: a `Handshake` one side signals and the other waits for, and
 //   `runWhenAwaited` / `waitUntilAwaited`, for "settle it once something waits on it" (the
 //   waiting side attaches a handler to the promise before it blocks or suspends);
+// - threads racing each other (and this thread): `runConcurrently`, which releases them together
+//   and waits until every one has returned;
 // - from `async` code: `Handshake.arrival()`, `untilAwaited` (the handshake above), `values(of:)`
-//   for tasks, `awaitCallback` for a callback, and `untilCancelled()` for an async body that
-//   waits for nothing but its cancellation.
+//   for tasks, `awaitCallback` for a callback, `untilHolds` for a condition, and
+//   `untilCancelled()` for an async body that waits for nothing but its cancellation.
 //
 // Each that waits for something else takes a deadline (`seconds`) after which it gives up and
 // says so, so that a broken test fails instead of hanging; a passing test never waits for a
@@ -75,6 +77,7 @@ public func eventually(seconds: TimeInterval = 5, _ condition: () -> Bool) -> Bo
     while Date() < deadline {
         if condition() { return true }
         if Thread.isMainThread {
+            // Real clock: the polling interval, spent running the main run loop's queued work.
             _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.002))
         } else {
             Thread.sleep(forTimeInterval: 0.002)  // real clock: the polling interval of the condition
@@ -137,6 +140,7 @@ public final class Handshake: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while !signalled {
+            // Real clock: the deadline after which the test gives up; the signal ends it early.
             if !condition.wait(until: deadline) { break }
         }
         return signalled
@@ -199,6 +203,36 @@ public func runWhenAwaited<T>(
     }
 }
 
+// MARK: Threads racing
+
+/// Runs each of `bodies` on another thread (a global queue), released together once all are
+/// queued, runs `meanwhile` on this thread as they are released, then waits until every body
+/// has returned, at most `seconds` (on the main thread, running the main run loop meanwhile).
+/// Returns whether they all had. For races: two threads settling and cancelling the same promise,
+/// a thread fulfilling while this one fires a timer.
+///
+/// ```swift
+/// XCTAssertTrue(runConcurrently([{ resolver.fulfill(1) }, { promise.cancel() }]))
+/// ```
+@discardableResult
+public func runConcurrently(
+    seconds: TimeInterval = 60, _ bodies: [@Sendable () -> Void], meanwhile: () -> Void = {}
+) -> Bool {
+    let start = Handshake()
+    let finished = Handshake()
+    let group = DispatchGroup()
+    for body in bodies {
+        DispatchQueue.global().async(group: group) {
+            start.wait(seconds: seconds)
+            body()
+        }
+    }
+    start.signal()
+    meanwhile()
+    group.notify(queue: .global()) { finished.signal() }
+    return finished.wait(seconds: seconds)
+}
+
 // MARK: From async code
 
 /// Suspends until `promise` has at least `handlers` handlers waiting for it, at most `seconds`
@@ -221,6 +255,18 @@ public func values<T: Sendable>(of tasks: [Task<T, Never>], seconds: TimeInterva
             done(values)
         }
     }
+}
+
+/// Checks `condition` until it holds, at most `seconds`, suspending 1 ms between checks (so that
+/// the tasks it waits for get a thread, even on a busy machine). Returns whether it held. The
+/// `async` counterpart of `eventually`, for effects of other tasks that nothing signals.
+public func untilHolds(seconds: TimeInterval = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 1_000_000)  // real clock: the polling interval of the condition
+    }
+    return condition()
 }
 
 /// Suspends until the current task is cancelled, then throws `CancellationError`: the body of a
