@@ -25,7 +25,7 @@ import Foundation
 ///   clocks can represent: `never`, and nothing is scheduled (the work would otherwise run
 ///   early, or at once: `max(0, .nan)` is 0);
 /// - anything else: `after(_:)` that many seconds.
-package enum ScheduledDelay: Equatable, Sendable {
+enum ScheduledDelay: Equatable, Sendable {
     /// As soon as the scheduler runs work.
     case now
     /// After this many seconds: more than zero, less than 2^63 nanoseconds.
@@ -34,7 +34,7 @@ package enum ScheduledDelay: Equatable, Sendable {
     case never
 
     /// What a delay of `seconds` means.
-    package init(_ seconds: TimeInterval) {
+    init(_ seconds: TimeInterval) {
         // NaN fails both comparisons: it must not fall through to `now`.
         if !(seconds * 1e9 < 0x1p63) {
             self = .never
@@ -46,13 +46,19 @@ package enum ScheduledDelay: Equatable, Sendable {
     }
 
     /// The seconds to wait, zero or more; `nil` for never.
-    package var seconds: TimeInterval? {
+    var seconds: TimeInterval? {
         switch self {
         case .now: return 0
         case .after(let seconds): return seconds
         case .never: return nil
         }
     }
+}
+
+/// The seconds to wait for a delay of `seconds` by the package's one rule (`ScheduledDelay`):
+/// zero or more, or `nil` for never. What the other modules read a delay through.
+package func scheduledDelaySeconds(_ seconds: TimeInterval) -> TimeInterval? {
+    ScheduledDelay(seconds).seconds
 }
 
 /// Runs closures after a delay, on a clock of its own: the wall clock (``DispatchScheduler``),

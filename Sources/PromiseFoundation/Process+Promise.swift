@@ -350,7 +350,7 @@ private final class ProcessTerminator<T>: @unchecked Sendable {
         guard process.isRunning else { return }
         process.terminate()
         // NaN counts as infinitely many seconds: never.
-        guard let delay = ScheduledDelay(killAfter).seconds else { return }
+        guard let delay = scheduledDelaySeconds(killAfter) else { return }
         let weakProcess = WeakProcess(process)
         // Unscheduled when the process exits (see `ScheduledKill`), so a process that ended on
         // SIGTERM leaves nothing on the scheduler.

@@ -106,7 +106,7 @@ public final class TestScheduler: PromiseScheduler {
     /// which would otherwise run early.
     public func schedule(after seconds: TimeInterval, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
         // The package's rule for delays: NaN is never (`max(0, .nan)` would be now), as is infinity.
-        guard let seconds = ScheduledDelay(seconds).seconds, let delay = Nanoseconds(roundingSeconds: seconds) else {
+        guard let seconds = scheduledDelaySeconds(seconds), let delay = Nanoseconds(roundingSeconds: seconds) else {
             return neverScheduledWork
         }
         guard let number = state.withLock({ $0.add(work, after: delay) }) else { return neverScheduledWork }

@@ -1,8 +1,9 @@
 import CancellablePromiseKit
 import Dispatch
 import Foundation
-import PromiseCore
 import XCTest
+
+@testable import PromiseCore
 
 // One rule for delays on every scheduler: a delay that is not a number (NaN, whatever its sign
 // or payload) means never, as an infinite one and one past the clocks' 2^63 nanoseconds do.

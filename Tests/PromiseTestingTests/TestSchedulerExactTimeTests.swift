@@ -1,9 +1,9 @@
 import Dispatch
 import Foundation
-import PromiseCore
 import TestSupport
 import XCTest
 
+@testable import PromiseCore
 @testable import PromiseTesting
 
 // `TestScheduler`'s "Exact time": whole nanoseconds, each value rounded on its own, due times

@@ -7,7 +7,7 @@ extension PromiseScheduler {
     /// (nothing is scheduled and `fire` is released).
     /// Cancelling the returned work unschedules `fire` and lets the scheduler release it.
     func scheduleTimer(seconds: TimeInterval, _ fire: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        guard let delay = ScheduledDelay(seconds).seconds else { return neverScheduledWork }
+        guard let delay = scheduledDelaySeconds(seconds) else { return neverScheduledWork }
         return schedule(after: delay, fire)
     }
 }
