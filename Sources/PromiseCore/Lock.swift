@@ -134,12 +134,13 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 //   3,861 → 4,698 (+22 %), a derived token made and dropped 4,637 → 5,464 (+18 %).
 // - `Locked`, made and used from every module: `Promise(cancellationToken:)` made and fulfilled
 //   14,785 → 15,957 (+8 %), a chain stored in a `CancelBag` and cancelled 5,557 → 6,162 (+11 %).
-// - `InFlightCoalescer`: a hit made and cancelled 13,921 → 15,205 (+9 %).
-// The last two are the cost of calls from other modules, where a `LockStorage` is not specialized.
+// The last one is the cost of calls from other modules, where a `LockStorage` is not specialized.
 // A `CancelBag`'s state keeps one too (it was a `Locked`, whose generic calls are not specialized
 // either): a chain stored in a new bag and cancelled, 8,051 → 6,046 with the bag's other
 // changes of the same commit (its stored chains' listeners hold the state strongly, and
-// `cancelAll()` takes the table out whole).
+// `cancelAll()` takes the table out whole). So does shared work's host (`SharedWorkHost`, one
+// per shared promise and per key in flight of a coalescer), instead of a `LockStorage` reached
+// from another module: a follower made and cancelled 8,883 → 8,772 with a `LockStorage`.
 
 /// Locks the lock word stored as the first property of `object`'s root class.
 @inline(__always)
@@ -186,11 +187,10 @@ package func atomicAdd(_ word: UnsafeMutablePointer<Int>, _ delta: Int) -> Int {
 //
 // An object of PromiseCore that guards state with a lock may hold a `let` of
 // `LockStorage<State>`: one allocation more than a lock word stored inline (the dispatch timer
-// does). `LockStorage` is internal: called from another module of the package, its methods would
-// not be specialized (`@inlinable` bodies of `package` declarations are not inlined into other
-// modules by the toolchain the package is built with, 6.3, checked on a two-module package), so
-// each call would be a generic call; the other modules use `Locked` or an inline lock word
-// (above).
+// does). `LockStorage` is internal: its methods cannot be `@inlinable` (their bodies reach the
+// lock functions, whose C module PromiseCore imports internally), so another module would call
+// them, generic and unspecialized, on every access; the other modules use `Locked` (the same
+// cost) or an inline lock word (above), which `lockWordLock(of:)` takes without a generic call.
 //
 // MARK: - The one borrowed lock
 //
