@@ -59,16 +59,21 @@ extension CancelStorage {
             precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
             guard remaining == 0 else { return }
             var actions = ChainActions()
-            current.lock()
-            switch current.forwarding {
-            case .root:
-                current.chain.lastHandleReleased(into: &actions)
-            case .forwarded(let next, let holding):
-                current.forwarding = .forwarded(next: next, holding: nil)
-                storage = holding
-            }
-            current.unlock()
+            let root = current.lockRoot()
+            let releasesHold = root.chain.handlesGone(of: current.home(under: root), into: &actions)
+            root.unlock()
+            if releasesHold { storage = current.takeHolding() }
             if !actions.isEmpty { actions.run() }
         }
+    }
+
+    /// The storage this absorbed storage counted as a handle of, no longer held (see
+    /// `ChainState.handlesGone`).
+    private func takeHolding() -> CancelStorage? {
+        lock()
+        defer { unlock() }
+        guard case .forwarded(let next, let holding) = forwarding else { return nil }
+        forwarding = .forwarded(next: next, holding: nil)
+        return holding
     }
 }

@@ -177,7 +177,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     ) -> R {
         var actions = ChainActions()
         let root = lockRoot()
-        let result = event(root, MemberHome(self, root: root), &actions)
+        let result = event(root, home(under: root), &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions, site: site, excluding: excluded) }
         return result
@@ -189,7 +189,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     private func withRootOnly<R>(_ event: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
         let root = lockRoot()
         defer { root.unlock() }
-        return event(root, MemberHome(self, root: root))
+        return event(root, home(under: root))
     }
 
     /// The critical section of an event with a common case that leaves nothing to do after the
@@ -203,7 +203,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         general: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> Void
     ) {
         let root = lockRoot()
-        let home = MemberHome(self, root: root)
+        let home = home(under: root)
         if common(root, home) {
             root.unlock()
             return
@@ -212,6 +212,12 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         general(root, home, &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
+    }
+
+    /// Where this storage's members are in the machine of `root`, the root it forwards to.
+    @inline(__always)
+    func home(under root: CancelStorage) -> MemberHome {
+        MemberHome(storage: ObjectIdentifier(self), isRoot: self === root)
     }
 
     /// Reads the root's state with its lock held.
@@ -230,7 +236,9 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
             switch link {
             case .chain(let handle):
                 let root = handle._handleStorage.lockRoot()
-                if root !== excluded { root.chain.cancel(with: error, at: site, root: root, into: &actions) }
+                root.chain.linkedCancel(
+                    with: error, at: site, root: ObjectIdentifier(root), excluding: excluded.map(ObjectIdentifier.init),
+                    into: &actions)
                 root.unlock()
             case .task(let body):
                 actions.call(body)
@@ -261,17 +269,17 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
 
     /// The storages the chain's root lists in its group (for tests of its bound).
     var absorbedCount: Int {
-        readRoot { $0.chain.group.count }
+        readRoot { $0.chain.absorbed.count }
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
-        readRoot { _ in chain.table.capacity }
+        readRoot { root in root.chain.readTable(home(under: root)) { $0.capacity } }
     }
 
     /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
     func isListed(_ key: SlotKey) -> Bool {
-        readRoot { _ in chain.table.isListed(key) }
+        readRoot { root in root.chain.readTable(home(under: root)) { $0.isListed(key) } }
     }
 
     func isSameChain(as other: CancelStorage) -> Bool {
@@ -294,7 +302,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// Cancels the chain (see `ChainState.cancel`); links followed never reach `excluded`.
     func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
         withRoot(site: site, excluding: excluded) { root, _, actions in
-            root.chain.cancel(with: error, at: site, root: root, into: &actions)
+            root.chain.cancel(with: error, at: site, root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -302,7 +310,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// `ChainState.cancelIfListed`): one lock for the check and the cancellation.
     func cancel(ifListed key: SlotKey) {
         withRoot { root, home, actions in
-            root.chain.cancelIfListed(key, in: home, root: root, into: &actions)
+            root.chain.cancelIfListed(key, in: home, root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -312,7 +320,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     func cancelLoser(_ key: SlotKey, winnerRoot: CancelStorage) {
         withRoot(excluding: winnerRoot) { root, home, actions in
             root.chain.cancelLoser(
-                key, in: home, sharesChainWithWinner: root === winnerRoot, root: root, into: &actions)
+                key, in: home, winnerRoot: ObjectIdentifier(winnerRoot), root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -394,10 +402,10 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
                 continue
             }
             var actions = ChainActions()
-            if let absorption = ChainState.join(&a.chain, a, &b.chain, b, into: &actions) {
-                absorption.absorbed.forwarding = .forwarded(
-                    next: absorption.root, holding: absorption.countsAsHandle ? absorption.root : nil)
-                if absorption.countsAsHandle { absorption.root.addHandle() }
+            if let absorption = ChainState.join(&a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b), into: &actions) {
+                let (absorbed, root) = absorption.absorbed == ObjectIdentifier(a) ? (a, b) : (b, a)
+                absorbed.forwarding = .forwarded(next: root, holding: absorption.countsAsHandle ? root : nil)
+                if absorption.countsAsHandle { root.addHandle() }
             }
             second.unlock()
             first.unlock()
