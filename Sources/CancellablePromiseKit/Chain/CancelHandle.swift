@@ -3,7 +3,7 @@ import PromiseCore
 // Handles: what keeps a chain cancellable, and how they are counted (see the overview in
 // CancelStorage.swift). Liveness is decided by the count: while a chain has a handle it can be
 // cancelled, and its members keep their cancel closures and links; when the last handle goes
-// away the chain is abandoned (`ChainState.lastHandleReleased`), and nothing but its work keeps
+// away the chain is abandoned (`ChainState.handlesGone`), and nothing but its work keeps
 // its promises alive.
 
 /// What keeps a chain cancellable while it lives: a `CancellablePromise` of the chain (each one
@@ -49,7 +49,7 @@ extension CancelStorage {
     }
 
     /// A handle of this storage went away: one atomic decrement. The last handle of a root
-    /// abandons its chain (`ChainState.lastHandleReleased`); the last handle of an absorbed
+    /// abandons its chain (`ChainState.handlesGone`); the last handle of an absorbed
     /// storage ends its count as a handle of its root, which may be that root's last.
     @usableFromInline func releaseHandle() {
         var storage: CancelStorage? = self

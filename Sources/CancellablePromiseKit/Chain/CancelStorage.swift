@@ -32,11 +32,14 @@ import PromiseCore
 //   holder of a key that the slot was reused.
 //
 // Joins (`cancellize(cancelContext:)` on a cancellable promise) make one storage forward to the
-// other's root (union by size of the groups). Members never move: the absorbed storage keeps its
-// table, guarded by its root's lock from then on, and the root lists the storages it absorbed
-// (its group), so that cancelling or abandoning the chain walks every table of the group
-// (iteratively). Where a storage forwards (`Forwarding`) is guarded by its own lock; its
-// `ChainState` by its root's.
+// other's root (union by size of the groups). Members never move: their promises keep their
+// storage and slot, and the absorbed storage's table moves into the root's state machine, which
+// finds it by the storage's identity (`ChainState.absorbed`), so that cancelling or abandoning
+// the chain walks every table of the group (iteratively) and the machine refers to no storage.
+// Where a storage forwards (`Forwarding`) is guarded by its own lock; the machine by its root's.
+// An absorbed storage counts as one handle of the storage that absorbed it while it has handles
+// of its own: the machine records which do (`handlesGone` decides), the storage keeps the
+// reference to release (`Forwarding.forwarded(holding:)`).
 // Forwarding never loops: a join decides with both roots locked, only an active root is ever
 // absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
 // other one).
@@ -402,7 +405,9 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
                 continue
             }
             var actions = ChainActions()
-            if let absorption = ChainState.join(&a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b), into: &actions) {
+            if let absorption = ChainState.join(
+                &a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b), into: &actions)
+            {
                 let (absorbed, root) = absorption.absorbed == ObjectIdentifier(a) ? (a, b) : (b, a)
                 absorbed.forwarding = .forwarded(next: root, holding: absorption.countsAsHandle ? root : nil)
                 if absorption.countsAsHandle { root.addHandle() }

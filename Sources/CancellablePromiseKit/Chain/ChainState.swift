@@ -13,11 +13,13 @@ import PromiseCore
 // - `link`: a step waiting on another chain links it while it waits; once it has left, what it
 //   returned is cancelled if the chain was cancelled (or it was cancelled alone while its body
 //   ran), released otherwise.
-// - `cancel`, `cancelIfListed`, `cancelLoser`: cancelling rejects every listed member but those
-//   waiting behind an observer, in chain order; an `autoCancel` loser in the winner's chain is
-//   cancelled alone.
-// - `lastHandleReleased`: with no handle left, the chain is abandoned: its members release
-//   their cancel closures and links uncalled.
+// - `cancel`, `cancelIfListed`, `cancelLoser`, `linkedCancel`: cancelling rejects every listed
+//   member but those waiting behind an observer, in chain order; an `autoCancel` loser in the
+//   winner's chain is cancelled alone (the machine compares the roots); a link followed never
+//   reaches the chain it must not (an `autoCancel` winner's).
+// - `handlesGone`: with no handle left, the root's chain is abandoned: its members release
+//   their cancel closures and links uncalled; an absorbed storage stops counting as a handle of
+//   the storage that absorbed it.
 // - `join`: two chains become one, the smaller group absorbed by the larger; joining a
 //   cancelled chain cancels the other.
 //
