@@ -389,9 +389,10 @@ final class ChainStateCancelTests: XCTestCase {
     }
 
     /// "A long-lived root that joins many short-lived chains stays about as large as what is
-    /// still live": once enough absorbed tables were found empty, the empty ones are dropped
-    /// (how many is the machine's tuning: the bound here is loose); the busy ones stay, and a
-    /// dropped one that reserves a slot again gets a table again and is cancelled with the chain.
+    /// still live": once enough absorbed storages were found idle (an empty table, no handle
+    /// left), they are dropped (how many is the machine's tuning: the bound here is loose); the
+    /// busy ones stay, and a dropped one that reserves a slot again gets a table again and is
+    /// cancelled with the chain.
     func testPruneGroupDropsEmptyAbsorbedTablesAndReserveListsThemAgain() {
         let root = Node()
         var busy: [(storage: Node, member: Member)] = []
@@ -404,7 +405,10 @@ final class ChainStateCancelTests: XCTestCase {
         var empty: [Node] = []
         for _ in 0..<100 {
             let storage = Node()
-            assertNothingRecorded(join(storage, root).actions, "an empty table is dropped, not released")
+            assertNothingRecorded(join(storage, root).actions)
+            var released = ChainActions()
+            XCTAssertTrue(root.chain.handlesGone(of: storage.home(under: root), into: &released), "it held")
+            assertNothingRecorded(released, "an idle storage is dropped, nothing is released")
             empty.append(storage)
         }
         XCTAssertLessThan(root.chain.absorbed.count, busy.count + empty.count / 2)

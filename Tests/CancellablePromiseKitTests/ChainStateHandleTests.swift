@@ -81,31 +81,55 @@ final class ChainStateHandleTests: XCTestCase {
     }
 
     /// Keys are counted once for every table of a chain: a member's key from before its table
-    /// was dropped (empty) names nothing after the table is made again, and a storage absorbed
-    /// with keys of its own never sees them repeated by the root's count.
+    /// was dropped (empty, and holding nothing: absorbed by a cancelled root) names nothing after
+    /// the table is made again, and a storage absorbed with keys of its own never sees them
+    /// repeated by the root's count.
     func testAKeyNeverNamesALaterMemberAfterItsTableWasDroppedOrMoved() {
         let root = Node()
+        var cancelling = ChainActions()
+        root.chain.cancel(with: error, at: .library, root: root.id, into: &cancelling)
         let storage = Node()
         // Keys made in the storage's own machine, before it is absorbed.
         var old: [Member] = []
         for _ in 0..<3 { old.append(storage.chain.addMember(in: storage.ownHome)) }
-        _ = join(storage, root)
-        for member in old { assertRecorded(settle(member, in: storage.home(under: root), of: root), [.releasedMember]) }
+        var joining = join(storage, root).actions
+        XCTAssertEqual(joining.recorded.count, 2 * old.count, "its members are rejected and their closures called")
+        joining.run()
+        for member in old { assertNothingRecorded(settle(member, in: storage.home(under: root), of: root)) }
 
         // Its now empty table is dropped by a pass over many empty ones, then made again.
-        for _ in 0..<100 { _ = join(Node(), root) }
-        XCTAssertFalse(root.chain.absorbed.contains(storage.id), "the empty table was dropped")
-        var newer: [Member] = []
-        for _ in 0..<3 { newer.append(root.chain.addMember(in: storage.home(under: root))) }
-        for (stale, fresh) in zip(old, newer) {
-            XCTAssertEqual(stale.key.slot, fresh.key.slot, "the slot is reused")
-            XCTAssertNotEqual(stale.key.generation, fresh.key.generation, "the key is not")
-            XCTAssertFalse(root.chain.readTable(storage.home(under: root)) { $0.isListed(stale.key) })
+        var others: [Node] = []
+        for _ in 0..<100 {
+            let other = Node()
+            _ = join(other, root)
+            others.append(other)
         }
-        var actions = ChainActions()
-        root.chain.cancelIfListed(old[0].key, in: storage.home(under: root), root: root.id, into: &actions)
-        assertNothingRecorded(actions, "a stale key cancels nothing")
-        XCTAssertTrue(root.chain.isActive)
+        XCTAssertFalse(root.chain.absorbed.contains(storage.id), "the empty table was dropped")
+        let home = storage.home(under: root)
+        let fresh = (0..<3).map { _ in root.chain.reserve(in: home, upstream: nil, isObserver: false, cancelBody: nil) }
+        XCTAssertTrue(root.chain.absorbed.contains(storage.id), "reserving made the table again")
+        XCTAssertEqual(Set(fresh.map(\.slot)), Set(old.map(\.key.slot)), "the slots are reused")
+        XCTAssertTrue(Set(fresh.map(\.generation)).isDisjoint(with: old.map(\.key.generation)), "the keys are not")
+        for stale in old {
+            XCTAssertNil(root.chain.readTable(home) { $0.index(of: stale.key) }, "a stale key names no member")
+        }
+        for key in fresh { XCTAssertNotNil(root.chain.readTable(home) { $0.index(of: key) }) }
+        withExtendedLifetime(others) {}
+    }
+
+    /// The index of absorbed storages finds every object it recorded, and none it did not,
+    /// however many (it grows as they come).
+    func testTheIdentityIndexFindsWhatItRecordedAndNothingElse() {
+        let objects = (0..<5_000).map { _ in Node() }
+        var index = IdentityIndex()
+        for (position, object) in objects.enumerated() where position.isMultiple(of: 2) {
+            index.insert(object.id, at: position)
+        }
+        for (position, object) in objects.enumerated() {
+            XCTAssertEqual(index.position(of: object.id), position.isMultiple(of: 2) ? position : nil)
+        }
+        index.insert(objects[0].id, at: 7)
+        XCTAssertEqual(index.position(of: objects[0].id), 7, "recording again moves the position")
     }
 
     private func settle(_ member: Member, in home: MemberHome, of root: Node) -> ChainActions {

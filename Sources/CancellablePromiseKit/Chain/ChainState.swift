@@ -61,19 +61,27 @@ struct ChainState {
     private(set) var phase = Phase.active
     /// The root's own members.
     var table = MemberTable()
-    /// The tables of the storages this root absorbed (directly or through the storages it
-    /// absorbed): they list members of this chain too. A table with no slot in use may be
-    /// dropped (`pruneGroup`) and is made again when its storage reserves a slot.
-    private(set) var absorbed = AbsorbedTables()
-    /// The absorbed storages that count as a handle of the storage that absorbed them, until
-    /// their own last handle goes (see `handlesGone`).
-    private var holders: Set<ObjectIdentifier> = []
+    /// What this root keeps of the storages it absorbed; `nil` until its first join, so that a
+    /// chain that never joins makes and drops no collection for it.
+    private var group: Group?
     /// The generation of the next slot reserved in any table of the chain.
     private var nextGeneration: UInt32 = 0
-    /// How many times an absorbed table was found empty (when its storage was absorbed, or
-    /// after an event in it) since the last pass of `pruneGroup`: a pass runs only when many
-    /// may be empty, and a root whose absorbed storages are all busy is never walked.
-    private var emptiedInGroup = 0
+
+    /// The storages a root absorbed (directly or through the storages it absorbed).
+    struct Group {
+        /// Their tables (they list members of this chain too), and which of them count as a
+        /// handle of the storage that absorbed them, until their own last handle goes (see
+        /// `handlesGone`). An entry with no slot in use and no hold may be dropped
+        /// (`pruneGroup`); its table is made again when its storage reserves a slot.
+        var tables = AbsorbedTables()
+        /// How many times an absorbed table was found empty (when its storage was absorbed, or
+        /// after an event in it) since the last pass of `pruneGroup`: a pass runs only when many
+        /// may be empty, and a root whose absorbed storages are all busy is never walked.
+        var emptied = 0
+    }
+
+    /// The tables of the storages this root absorbed.
+    var absorbed: AbsorbedTables { group?.tables ?? AbsorbedTables() }
 
     init() {}
 
@@ -93,19 +101,27 @@ struct ChainState {
     }
 
     /// The listed members of the chain, in every table of its group.
-    var listedCount: Int { table.listedCount + absorbed.listedCount }
+    var listedCount: Int { table.listedCount + (group?.tables.listedCount ?? 0) }
 
     /// Reads the table `home` names (an empty one if an absorbed storage has none now).
     func readTable<R>(_ home: MemberHome, _ body: (MemberTable) -> R) -> R {
         if home.isRoot { return body(table) }
-        return absorbed.readTable(home.storage, body) ?? body(MemberTable())
+        return group?.tables.readTable(home.storage, body) ?? body(MemberTable())
     }
 
     /// Runs `body` on the table `home` names.
     @inline(__always)
     private mutating func withTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R {
         if home.isRoot { return body(&table) }
-        return absorbed.withTable(home.storage, body)
+        return withAbsorbedTable(home.storage, body)
+    }
+
+    /// `withTable` for an absorbed storage's table (out of line: the root's own table is the
+    /// common case, on every chain link).
+    @inline(never)
+    private mutating func withAbsorbedTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
+        if group == nil { group = Group() }
+        return group!.tables.withTable(storage, body)
     }
 
     /// Runs `body` on the table `home` names if it has one (a member's table has one while the
@@ -114,13 +130,18 @@ struct ChainState {
     @inline(__always)
     private mutating func withExistingTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R? {
         if home.isRoot { return body(&table) }
-        return absorbed.withExistingTable(home.storage, body)
+        return group?.tables.withExistingTable(home.storage, body)
     }
 
-    /// Counts an absorbed table found empty after an event in it (see `emptiedInGroup`).
+    /// Counts an absorbed table found empty after an event in it (see `Group.emptied`).
     @inline(__always)
     private mutating func noteIfEmptied(_ home: MemberHome) {
-        if !home.isRoot, absorbed.readTable(home.storage, { $0.inUse == 0 }) == true { emptiedInGroup += 1 }
+        if !home.isRoot { noteIfAbsorbedTableEmptied(home.storage) }
+    }
+
+    @inline(never)
+    private mutating func noteIfAbsorbedTableEmptied(_ storage: ObjectIdentifier) {
+        if group?.tables.readTable(storage, { $0.inUse == 0 }) == true { group!.emptied += 1 }
     }
 
     // MARK: New members
@@ -296,7 +317,7 @@ struct ChainState {
         }
         phase = .cancelled(error, site)
         ChainState.cancelTable(&table, home: root, with: error, into: &actions)
-        absorbed.forEach { storage, table in
+        group?.tables.forEach { storage, table in
             ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
         }
         return true
@@ -350,7 +371,11 @@ struct ChainState {
     /// that absorbed it: it stops counting, and `true` tells the caller to release that handle
     /// (which may be the last of that storage in turn).
     mutating func handlesGone(of home: MemberHome, into actions: inout ChainActions) -> Bool {
-        guard home.isRoot else { return holders.remove(home.storage) != nil }
+        guard home.isRoot else {
+            guard group?.tables.releaseHold(of: home.storage) == true else { return false }
+            noteIfEmptied(home)
+            return true
+        }
         switch phase {
         case .active:
             break
@@ -361,7 +386,7 @@ struct ChainState {
         }
         phase = .abandoned
         ChainState.abandonTable(&table, into: &actions)
-        absorbed.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
+        group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
         return false
     }
 
@@ -396,7 +421,7 @@ struct ChainState {
         case (.cancelled, .active):
             return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
         case (.active, .active):
-            if a.absorbed.count <= b.absorbed.count {
+            if (a.group?.tables.count ?? 0) <= (b.group?.tables.count ?? 0) {
                 return b.absorb(&a, aRoot, into: bRoot, actions: &actions)
             }
             return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
@@ -412,27 +437,30 @@ struct ChainState {
         var otherTable = MemberTable()
         swap(&otherTable, &other.table)
         nextGeneration = max(nextGeneration, other.nextGeneration)
-        holders.formUnion(other.holders)
-        other.holders = []
+        var joining = other.group ?? Group()
+        other.group = nil
+        var mine = group ?? Group()
+        group = nil
         let countsAsHandle: Bool
         switch phase {
         case .active:
-            emptiedInGroup += other.emptiedInGroup + (otherTable.inUse == 0 ? 1 : 0)
-            other.emptiedInGroup = 0
             countsAsHandle = true
-            holders.insert(otherRoot)
         case .cancelled(let error, _):
             // Cancelled in chain order, as `cancel` does.
             ChainState.cancelTable(&otherTable, home: otherRoot, with: error, into: &actions)
-            other.absorbed.forEach { storage, table in
+            joining.tables.forEach { storage, table in
                 ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
             }
             countsAsHandle = false
         case .abandoned, .absorbed:
             preconditionFailure("ChainState.absorb: only an active or cancelled root absorbs")
         }
-        absorbed.insert(otherTable, for: otherRoot)
-        absorbed.absorb(&other.absorbed)
+        // A cancelled root keeps the tables too (their detached members are freed by their
+        // settle notifications), so it drops idle ones the same way.
+        mine.emptied += joining.emptied + (otherTable.inUse == 0 ? 1 : 0)
+        mine.tables.insert(.init(storage: otherRoot, table: otherTable, holds: countsAsHandle))
+        mine.tables.absorb(&joining.tables)
+        group = mine
         pruneGroup()
         return Absorption(absorbed: otherRoot, root: root, countsAsHandle: countsAsHandle)
     }
@@ -443,9 +471,9 @@ struct ChainState {
     /// per join or event, and a long-lived root that joins many short-lived chains stays about
     /// as large as what is still live.
     private mutating func pruneGroup() {
-        guard emptiedInGroup >= 32, 2 * emptiedInGroup >= absorbed.count else { return }
-        emptiedInGroup = 0
-        absorbed.dropEmptyTables()
+        guard let emptied = group?.emptied, emptied >= 32, 2 * emptied >= group!.tables.count else { return }
+        group!.emptied = 0
+        group!.tables.dropIdleEntries()
     }
 }
 
