@@ -145,6 +145,14 @@ final class Node {
     func table(under root: Node) -> MemberTable { root.chain.readTable(home(under: root)) { $0 } }
 }
 
+/// A node stands for the storage a promise of the chain is attached to (in the tests that attach
+/// one): it is told nothing, as the machine is driven by hand.
+extension Node: PromiseAttachment {
+    func promiseDidSettle(key: UInt64) {}
+
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
+}
+
 /// A chain with no join: a root storage (the home of its members; never locked here) and its
 /// state machine, held beside it as a value so that a test can copy it to try one event and
 /// restore it to try another.
