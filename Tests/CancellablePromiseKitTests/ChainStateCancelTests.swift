@@ -56,16 +56,16 @@ final class ChainStateCancelTests: XCTestCase {
     }
 
     /// Abandoning reaches every table of a joined group: the absorbed storages' members release
-    /// their closures uncalled too, and the group's storages are released.
+    /// their closures uncalled too.
     func testAbandoningReachesTheTablesOfAbsorbedStorages() {
         let (root, absorbed) = rootAbsorbing(2)
         let members = absorbed.map { root.chain.addMember(in: $0.home(under: root)) }
         let own = root.chain.addMember(in: root.ownHome)
         var actions = ChainActions()
-        root.chain.lastHandleReleased(into: &actions)
+        XCTAssertFalse(root.chain.handlesGone(of: root.ownHome, into: &actions))
         assertRecorded(
-            actions, [.releasedMember, .releasedMember, .releasedMember, .releaseStorages(count: absorbed.count)],
-            "the root's own table, then each absorbed one, then the group's storages")
+            actions, [.releasedMember, .releasedMember, .releasedMember], "the root's own table, then each absorbed one"
+        )
         XCTAssertTrue(root.chain.isAbandoned)
         actions.run()
         for member in members + [own] {
@@ -169,13 +169,13 @@ final class ChainStateCancelTests: XCTestCase {
         let saved = chain.state
         assertRecorded(chain.settle(member), [.releasedMember])
         var ignored = ChainActions()
-        chain.state.cancelIfListed(member.key, in: chain.home, root: chain.root, into: &ignored)
+        chain.state.cancelIfListed(member.key, in: chain.home, root: chain.root.id, into: &ignored)
         assertNothingRecorded(ignored)
         XCTAssertTrue(chain.state.isActive)
 
         chain.state = saved
         var actions = ChainActions()
-        chain.state.cancelIfListed(other.key, in: chain.home, root: chain.root, into: &actions)
+        chain.state.cancelIfListed(other.key, in: chain.home, root: chain.root.id, into: &actions)
         // The restored machine still lists `member`, whose promise settled above: it is found
         // settled, not rejected, and its closure released.
         assertRecorded(
@@ -288,16 +288,14 @@ final class ChainStateCancelTests: XCTestCase {
     func testJoinAbsorbsTheRootWhoseGroupIsSmaller() {
         for smallerFirst in [true, false] {
             let (larger, absorbed) = rootAbsorbing(2)
-            let smaller = CancelStorage.make()
+            let smaller = Node()
             let (absorption, actions) = smallerFirst ? join(smaller, larger) : join(larger, smaller)
             assertNothingRecorded(actions, "joining two active chains leaves nothing to do")
-            XCTAssertTrue(absorption?.absorbed === smaller)
-            XCTAssertTrue(absorption?.root === larger)
-            XCTAssertEqual(absorption?.countsAsHandle, true)
+            XCTAssertEqual(absorption, .init(absorbed: smaller.id, root: larger.id, countsAsHandle: true))
             XCTAssertTrue(smaller.chain.isAbsorbed)
             XCTAssertTrue(larger.chain.isActive)
-            XCTAssertEqual(larger.chain.group.count, 3)
-            XCTAssertTrue(larger.chain.group.contains { $0 === smaller })
+            XCTAssertEqual(larger.chain.absorbed.count, 3, "the smaller root's table moved into the larger's machine")
+            XCTAssertTrue(larger.chain.absorbed.contains(smaller.id))
             withExtendedLifetime(absorbed) {}
         }
     }
@@ -305,23 +303,22 @@ final class ChainStateCancelTests: XCTestCase {
     /// "Afterwards cancelling either cancels both": cancelling a root rejects the members of
     /// every absorbed table, listed before or after the join, with its error.
     func testCancellingARootReachesEveryAbsorbedTable() {
-        let root = CancelStorage.make()
-        let other = CancelStorage.make()
+        let root = Node()
+        let other = Node()
         let before = other.chain.addMember(in: other.ownHome)
         let own = root.chain.addMember(in: root.ownHome)
         let second = root.chain.addMember(in: root.ownHome)
         let joining = join(other, root)
         assertNothingRecorded(joining.actions)
-        XCTAssertTrue(joining.absorption?.absorbed === other)
+        XCTAssertEqual(joining.absorption?.absorbed, other.id)
         let after = root.chain.addMember(in: other.home(under: root))
 
         var actions = ChainActions()
-        XCTAssertTrue(root.chain.cancel(with: error, at: .library, root: root, into: &actions))
+        XCTAssertTrue(root.chain.cancel(with: error, at: .library, root: root.id, into: &actions))
         assertRecorded(
-            actions, rejectedAndCalled([own, second, before, after]) + [.releaseStorages(count: 1)],
-            "the root's table, then the absorbed one; then the group's storage")
+            actions, rejectedAndCalled([own, second, before, after]), "the root's table, then the absorbed one")
         for member in [before, after, own] { assertRejected(member, with: error) }
-        XCTAssertEqual(root.chain.group.count, 0, "a cancelled chain lists no storage")
+        XCTAssertEqual(other.table(under: root).inUse, 0, "the rejected members left the absorbed table")
         actions.run()
         for member in [before, after, own] { assertCalledOnce(member.cancel) }
     }
@@ -331,9 +328,9 @@ final class ChainStateCancelTests: XCTestCase {
     /// cancelled with the root's error, and it counts as no handle (nothing is left to cancel).
     func testJoiningACancelledRootCancelsTheOtherChainsTablesWithItsError() {
         for cancelledFirst in [true, false] {
-            let cancelledRoot = CancelStorage.make()
+            let cancelledRoot = Node()
             var cancelling = ChainActions()
-            cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot, into: &cancelling)
+            cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot.id, into: &cancelling)
             let (active, absorbed) = rootAbsorbing(1)
             let own = active.chain.addMember(in: active.ownHome)
             let inAbsorbed = active.chain.addMember(in: absorbed[0].home(under: active))
@@ -342,13 +339,10 @@ final class ChainStateCancelTests: XCTestCase {
             let absorption = joining.absorption
             var actions = joining.actions
             assertRecorded(
-                actions, rejectedAndCalled([own, inAbsorbed]) + [.releaseStorages(count: 2)],
-                "the other root's table, then the one it absorbed; then both storages")
-            XCTAssertTrue(absorption?.absorbed === active)
-            XCTAssertTrue(absorption?.root === cancelledRoot)
-            XCTAssertEqual(absorption?.countsAsHandle, false)
+                actions, rejectedAndCalled([own, inAbsorbed]), "the other root's table, then the one it absorbed")
+            XCTAssertEqual(absorption, .init(absorbed: active.id, root: cancelledRoot.id, countsAsHandle: false))
             XCTAssertTrue(active.chain.isAbsorbed)
-            XCTAssertEqual(cancelledRoot.chain.group.count, 0, "a cancelled chain lists no storage")
+            XCTAssertEqual(cancelledRoot.chain.listedCount, 0, "a cancelled chain lists nothing")
             for member in [own, inAbsorbed] {
                 assertRejected(member, with: error)
                 assertNotCalled(member.cancel)
@@ -361,20 +355,20 @@ final class ChainStateCancelTests: XCTestCase {
     /// "Nothing can cancel" an abandoned chain, and two cancelled chains have nothing left to
     /// cancel: such a join decides nothing, in either order.
     func testJoinDoesNothingWhenEitherChainIsAbandonedOrBothAreCancelled() {
-        func abandoned() -> CancelStorage {
-            let storage = CancelStorage.make()
+        func abandoned() -> Node {
+            let storage = Node()
             var actions = ChainActions()
-            storage.chain.lastHandleReleased(into: &actions)
+            _ = storage.chain.handlesGone(of: storage.ownHome, into: &actions)
             return storage
         }
-        func cancelled() -> CancelStorage {
-            let storage = CancelStorage.make()
+        func cancelled() -> Node {
+            let storage = Node()
             var actions = ChainActions()
-            storage.chain.cancel(with: error, at: .library, root: storage, into: &actions)
+            storage.chain.cancel(with: error, at: .library, root: storage.id, into: &actions)
             return storage
         }
-        func active() -> CancelStorage { CancelStorage.make() }
-        let pairs: [(String, CancelStorage, CancelStorage)] = [
+        func active() -> Node { Node() }
+        let pairs: [(String, Node, Node)] = [
             ("abandoned + active", abandoned(), active()), ("active + abandoned", active(), abandoned()),
             ("abandoned + cancelled", abandoned(), cancelled()), ("cancelled + cancelled", cancelled(), cancelled()),
         ]
@@ -388,56 +382,50 @@ final class ChainStateCancelTests: XCTestCase {
                 // Still listed in its own, still active chain.
                 XCTAssertTrue(b.chain.isActive, name)
                 var cancelling = ChainActions()
-                b.chain.cancel(with: error, at: .library, root: b, into: &cancelling)
+                b.chain.cancel(with: error, at: .library, root: b.id, into: &cancelling)
                 assertRecorded(cancelling, rejectedAndCalled([member]), name)
             }
         }
     }
 
     /// "A long-lived root that joins many short-lived chains stays about as large as what is
-    /// still live": once enough absorbed tables were found empty, the empty ones are dropped
-    /// from the group and released (how many is the machine's tuning: the bound here is loose);
-    /// the busy ones stay, and a dropped one that reserves a slot again is listed again and
-    /// cancelled with it.
+    /// still live": once enough absorbed storages were found idle (an empty table, no handle
+    /// left), they are dropped (how many is the machine's tuning: the bound here is loose); the
+    /// busy ones stay, and a dropped one that reserves a slot again gets a table again and is
+    /// cancelled with the chain.
     func testPruneGroupDropsEmptyAbsorbedTablesAndReserveListsThemAgain() {
-        let root = CancelStorage.make()
-        var busy: [(storage: CancelStorage, member: Member)] = []
+        let root = Node()
+        var busy: [(storage: Node, member: Member)] = []
         for _ in 0..<4 {
-            let storage = CancelStorage.make()
+            let storage = Node()
             let member = storage.chain.addMember(in: storage.ownHome)
             assertNothingRecorded(join(storage, root).actions)
             busy.append((storage, member))
         }
-        var empty: [CancelStorage] = []
-        var released = 0
+        var empty: [Node] = []
         for _ in 0..<100 {
-            let storage = CancelStorage.make()
-            var (_, actions) = join(storage, root)
-            for action in actions.recorded {
-                guard case .releaseStorages(let count) = action else { return XCTFail("unexpected \(action)") }
-                released += count
-            }
-            actions.run()
+            let storage = Node()
+            assertNothingRecorded(join(storage, root).actions)
+            var released = ChainActions()
+            XCTAssertTrue(root.chain.handlesGone(of: storage.home(under: root), into: &released), "it held")
+            assertNothingRecorded(released, "an idle storage is dropped, nothing is released")
             empty.append(storage)
         }
-        XCTAssertGreaterThan(released, 0, "some join released the empty storages it dropped")
-        XCTAssertEqual(root.chain.group.count, busy.count + empty.count - released)
-        XCTAssertLessThan(root.chain.group.count, busy.count + empty.count / 2)
+        XCTAssertLessThan(root.chain.absorbed.count, busy.count + empty.count / 2)
         for (storage, _) in busy {
-            XCTAssertTrue(root.chain.group.contains { $0 === storage }, "a busy table stays in the group")
+            XCTAssertTrue(root.chain.absorbed.contains(storage.id), "a busy table stays in the group")
         }
-        guard let dropped = empty.first(where: { !$0.chain.table.isInRootsGroup }) else {
+        guard let dropped = empty.first(where: { !root.chain.absorbed.contains($0.id) }) else {
             return XCTFail("no empty table was dropped")
         }
 
-        let groupCount = root.chain.group.count
         let relisted = root.chain.addMember(in: dropped.home(under: root))
+        XCTAssertTrue(root.chain.absorbed.contains(dropped.id), "reserving a slot makes its table again")
         var cancelling = ChainActions()
-        root.chain.cancel(with: error, at: .library, root: root, into: &cancelling)
+        root.chain.cancel(with: error, at: .library, root: root.id, into: &cancelling)
         assertRecorded(
-            cancelling,
-            rejectedAndCalled(busy.map(\.member) + [relisted]) + [.releaseStorages(count: groupCount + 1)],
-            "each busy table, then the relisted one, are cancelled; the group, one storage larger, released")
+            cancelling, rejectedAndCalled(busy.map(\.member) + [relisted]),
+            "each busy table, then the relisted one, are cancelled")
         assertRejected(relisted, with: error)
         for (_, member) in busy { assertRejected(member, with: error) }
     }

@@ -127,15 +127,41 @@ extension ChainState {
     }
 }
 
+/// A storage as the state machine knows it: an identity (the machine names storages only by
+/// their identity) and, for a root, the machine that decides for its chain, held here as a value.
+/// No `CancelStorage` is made: the machine is tested alone.
+final class Node {
+    var chain = ChainState()
+
+    var id: ObjectIdentifier { ObjectIdentifier(self) }
+
+    /// This storage as the home of members of the chain whose root is `root`.
+    func home(under root: Node) -> MemberHome { MemberHome(storage: id, isRoot: self === root) }
+
+    /// This storage as the home of its own members, as a root.
+    var ownHome: MemberHome { home(under: self) }
+
+    /// The table of this storage in the machine of `root`.
+    func table(under root: Node) -> MemberTable { root.chain.readTable(home(under: root)) { $0 } }
+}
+
+/// A node stands for the storage a promise of the chain is attached to (in the tests that attach
+/// one): it is told nothing, as the machine is driven by hand.
+extension Node: PromiseAttachment {
+    func promiseDidSettle(key: UInt64) {}
+
+    func errorBeforeBody(key: UInt32) -> (any Error)? { nil }
+}
+
 /// A chain with no join: a root storage (the home of its members; never locked here) and its
 /// state machine, held beside it as a value so that a test can copy it to try one event and
 /// restore it to try another.
 struct Chain {
-    let root = CancelStorage.make()
+    let root = Node()
     var state = ChainState()
     var members: [Member] = []
 
-    var home: MemberHome { MemberHome(root, root: root) }
+    var home: MemberHome { root.ownHome }
     var table: MemberTable { state.table }
 
     /// A chain with `count` members, each with a cancel closure and no upstream.
@@ -146,13 +172,13 @@ struct Chain {
     /// Cancels the chain with `error`; returns whether it changed anything, and the actions.
     mutating func cancel(with error: any Error) -> (cancelled: Bool, actions: ChainActions) {
         var actions = ChainActions()
-        let cancelled = state.cancel(with: error, at: .library, root: root, into: &actions)
+        let cancelled = state.cancel(with: error, at: .library, root: root.id, into: &actions)
         return (cancelled, actions)
     }
 
     mutating func releaseLastHandle() -> ChainActions {
         var actions = ChainActions()
-        state.lastHandleReleased(into: &actions)
+        XCTAssertFalse(state.handlesGone(of: home, into: &actions), "a root holds no handle of another storage")
         return actions
     }
 
@@ -182,34 +208,26 @@ struct Chain {
 
     mutating func cancelLoser(_ member: Member, sharesChainWithWinner: Bool) -> ChainActions {
         var actions = ChainActions()
-        state.cancelLoser(
-            member.key, in: home, sharesChainWithWinner: sharesChainWithWinner, root: root, into: &actions)
+        let winnerRoot = sharesChainWithWinner ? root.id : Node().id
+        state.cancelLoser(member.key, in: home, winnerRoot: winnerRoot, root: root.id, into: &actions)
         return actions
     }
 }
 
-extension CancelStorage {
-    /// This storage as the home of members of the chain whose root is `root`.
-    func home(under root: CancelStorage) -> MemberHome { MemberHome(self, root: root) }
-
-    /// This storage as the home of its own members, as a root.
-    var ownHome: MemberHome { MemberHome(self, root: self) }
-}
-
 /// Joins the chains of the roots `a` and `b`.
-func join(_ a: CancelStorage, _ b: CancelStorage) -> (absorption: ChainState.Absorption?, actions: ChainActions) {
+func join(_ a: Node, _ b: Node) -> (absorption: ChainState.Absorption?, actions: ChainActions) {
     var actions = ChainActions()
-    let absorption = ChainState.join(&a.chain, a, &b.chain, b, into: &actions)
+    let absorption = ChainState.join(&a.chain, a.id, &b.chain, b.id, into: &actions)
     return (absorption, actions)
 }
 
 /// A root that absorbed `count` storages with no members, one join at a time (each new storage
 /// has the smaller group: it is the one absorbed).
-func rootAbsorbing(_ count: Int) -> (root: CancelStorage, absorbed: [CancelStorage]) {
-    let root = CancelStorage.make()
-    var absorbed: [CancelStorage] = []
+func rootAbsorbing(_ count: Int) -> (root: Node, absorbed: [Node]) {
+    let root = Node()
+    var absorbed: [Node] = []
     for _ in 0..<count {
-        let storage = CancelStorage.make()
+        let storage = Node()
         _ = join(storage, root)
         absorbed.append(storage)
     }

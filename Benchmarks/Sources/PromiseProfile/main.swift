@@ -109,6 +109,32 @@ case "cancel_chain_build":
     for _ in 0..<iterations { tail = tail.map(on: nil) { $0 &+ 1 } }
     consume(tail)
     consume(resolver)
+case "cancel_join":
+    // Joins into one long-lived chain, one a iteration, alternating as the scaling rows do: a
+    // pending promise adopted into the long-lived context, and the long-lived chain's member
+    // adopted into a new chain's context (that chain absorbed, or absorbing); then the whole
+    // group cancelled.
+    let shared = CancelContext()
+    let (source, sharedResolver) = Promise<Int>.pending()
+    let sharedMember = CancellablePromise(source, cancelContext: shared)
+    var kept: [CancellablePromise<Int>] = []
+    var resolvers: [Resolver<Int>] = []
+    kept.reserveCapacity(iterations)
+    resolvers.reserveCapacity(iterations)
+    for index in 0..<iterations {
+        let (head, resolver) = CancellablePromise<Int>.pending()
+        resolvers.append(resolver)
+        if index.isMultiple(of: 2) {
+            kept.append(head.cancellize(cancelContext: shared))
+        } else {
+            let tail = head.map(on: nil) { $0 &+ 1 }
+            kept.append(sharedMember.cancellize(cancelContext: tail.cancelContext))
+        }
+    }
+    shared.cancel()
+    precondition(kept.allSatisfy { $0.promise.isRejected })
+    consume(sharedResolver)
+    consume(resolvers)
 case "cancel_chain_tail":
     let (head, resolver) = CancellablePromise<Int>.pending()
     var tail = head

@@ -3,7 +3,7 @@ import PromiseCore
 // Handles: what keeps a chain cancellable, and how they are counted (see the overview in
 // CancelStorage.swift). Liveness is decided by the count: while a chain has a handle it can be
 // cancelled, and its members keep their cancel closures and links; when the last handle goes
-// away the chain is abandoned (`ChainState.lastHandleReleased`), and nothing but its work keeps
+// away the chain is abandoned (`ChainState.handlesGone`), and nothing but its work keeps
 // its promises alive.
 
 /// What keeps a chain cancellable while it lives: a `CancellablePromise` of the chain (each one
@@ -49,7 +49,7 @@ extension CancelStorage {
     }
 
     /// A handle of this storage went away: one atomic decrement. The last handle of a root
-    /// abandons its chain (`ChainState.lastHandleReleased`); the last handle of an absorbed
+    /// abandons its chain (`ChainState.handlesGone`); the last handle of an absorbed
     /// storage ends its count as a handle of its root, which may be that root's last.
     @usableFromInline func releaseHandle() {
         var storage: CancelStorage? = self
@@ -59,16 +59,21 @@ extension CancelStorage {
             precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
             guard remaining == 0 else { return }
             var actions = ChainActions()
-            current.lock()
-            switch current.forwarding {
-            case .root:
-                current.chain.lastHandleReleased(into: &actions)
-            case .forwarded(let next, let holding):
-                current.forwarding = .forwarded(next: next, holding: nil)
-                storage = holding
-            }
-            current.unlock()
+            let root = current.lockRoot()
+            let releasesHold = root.chain.handlesGone(of: current.home(under: root), into: &actions)
+            root.unlock()
+            if releasesHold { storage = current.takeHolding() }
             if !actions.isEmpty { actions.run() }
         }
+    }
+
+    /// The storage this absorbed storage counted as a handle of, no longer held (see
+    /// `ChainState.handlesGone`).
+    private func takeHolding() -> CancelStorage? {
+        lock()
+        defer { unlock() }
+        guard case .forwarded(let next, let holding) = forwarding else { return nil }
+        forwarding = .forwarded(next: next, holding: nil)
+        return holding
     }
 }

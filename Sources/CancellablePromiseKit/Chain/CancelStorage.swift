@@ -32,11 +32,14 @@ import PromiseCore
 //   holder of a key that the slot was reused.
 //
 // Joins (`cancellize(cancelContext:)` on a cancellable promise) make one storage forward to the
-// other's root (union by size of the groups). Members never move: the absorbed storage keeps its
-// table, guarded by its root's lock from then on, and the root lists the storages it absorbed
-// (its group), so that cancelling or abandoning the chain walks every table of the group
-// (iteratively). Where a storage forwards (`Forwarding`) is guarded by its own lock; its
-// `ChainState` by its root's.
+// other's root (union by size of the groups). Members never move: their promises keep their
+// storage and slot, and the absorbed storage's table moves into the root's state machine, which
+// finds it by the storage's identity (`ChainState.absorbed`), so that cancelling or abandoning
+// the chain walks every table of the group (iteratively) and the machine refers to no storage.
+// Where a storage forwards (`Forwarding`) is guarded by its own lock; the machine by its root's.
+// An absorbed storage counts as one handle of the storage that absorbed it while it has handles
+// of its own: the machine records which do (`handlesGone` decides), the storage keeps the
+// reference to release (`Forwarding.forwarded(holding:)`).
 // Forwarding never loops: a join decides with both roots locked, only an active root is ever
 // absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
 // other one).
@@ -177,7 +180,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     ) -> R {
         var actions = ChainActions()
         let root = lockRoot()
-        let result = event(root, MemberHome(self, root: root), &actions)
+        let result = event(root, home(under: root), &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions, site: site, excluding: excluded) }
         return result
@@ -189,7 +192,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     private func withRootOnly<R>(_ event: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
         let root = lockRoot()
         defer { root.unlock() }
-        return event(root, MemberHome(self, root: root))
+        return event(root, home(under: root))
     }
 
     /// The critical section of an event with a common case that leaves nothing to do after the
@@ -203,7 +206,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         general: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> Void
     ) {
         let root = lockRoot()
-        let home = MemberHome(self, root: root)
+        let home = home(under: root)
         if common(root, home) {
             root.unlock()
             return
@@ -212,6 +215,12 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         general(root, home, &actions)
         root.unlock()
         if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
+    }
+
+    /// Where this storage's members are in the machine of `root`, the root it forwards to.
+    @inline(__always)
+    func home(under root: CancelStorage) -> MemberHome {
+        MemberHome(storage: ObjectIdentifier(self), isRoot: self === root)
     }
 
     /// Reads the root's state with its lock held.
@@ -230,7 +239,9 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
             switch link {
             case .chain(let handle):
                 let root = handle._handleStorage.lockRoot()
-                if root !== excluded { root.chain.cancel(with: error, at: site, root: root, into: &actions) }
+                root.chain.linkedCancel(
+                    with: error, at: site, root: ObjectIdentifier(root), excluding: excluded.map(ObjectIdentifier.init),
+                    into: &actions)
                 root.unlock()
             case .task(let body):
                 actions.call(body)
@@ -261,17 +272,17 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
 
     /// The storages the chain's root lists in its group (for tests of its bound).
     var absorbedCount: Int {
-        readRoot { $0.chain.group.count }
+        readRoot { $0.chain.absorbed.count }
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
-        readRoot { _ in chain.table.capacity }
+        readRoot { root in root.chain.readTable(home(under: root)) { $0.capacity } }
     }
 
     /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
     func isListed(_ key: SlotKey) -> Bool {
-        readRoot { _ in chain.table.isListed(key) }
+        readRoot { root in root.chain.readTable(home(under: root)) { $0.isListed(key) } }
     }
 
     func isSameChain(as other: CancelStorage) -> Bool {
@@ -294,7 +305,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// Cancels the chain (see `ChainState.cancel`); links followed never reach `excluded`.
     func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
         withRoot(site: site, excluding: excluded) { root, _, actions in
-            root.chain.cancel(with: error, at: site, root: root, into: &actions)
+            root.chain.cancel(with: error, at: site, root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -302,7 +313,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// `ChainState.cancelIfListed`): one lock for the check and the cancellation.
     func cancel(ifListed key: SlotKey) {
         withRoot { root, home, actions in
-            root.chain.cancelIfListed(key, in: home, root: root, into: &actions)
+            root.chain.cancelIfListed(key, in: home, root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -312,7 +323,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     func cancelLoser(_ key: SlotKey, winnerRoot: CancelStorage) {
         withRoot(excluding: winnerRoot) { root, home, actions in
             root.chain.cancelLoser(
-                key, in: home, sharesChainWithWinner: root === winnerRoot, root: root, into: &actions)
+                key, in: home, winnerRoot: ObjectIdentifier(winnerRoot), root: ObjectIdentifier(root), into: &actions)
         }
     }
 
@@ -394,10 +405,12 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
                 continue
             }
             var actions = ChainActions()
-            if let absorption = ChainState.join(&a.chain, a, &b.chain, b, into: &actions) {
-                absorption.absorbed.forwarding = .forwarded(
-                    next: absorption.root, holding: absorption.countsAsHandle ? absorption.root : nil)
-                if absorption.countsAsHandle { absorption.root.addHandle() }
+            if let absorption = ChainState.join(
+                &a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b), into: &actions)
+            {
+                let (absorbed, root) = absorption.absorbed == ObjectIdentifier(a) ? (a, b) : (b, a)
+                absorbed.forwarding = .forwarded(next: root, holding: absorption.countsAsHandle ? root : nil)
+                if absorption.countsAsHandle { root.addHandle() }
             }
             second.unlock()
             first.unlock()

@@ -16,8 +16,6 @@ enum ChainAction: Equatable, Sendable {
     case follow(LinkShape, error: String)
     /// What a member held is to be released uncalled after the lock.
     case release(Held)
-    /// Storages that left a chain's group are to be released after the lock.
-    case releaseStorages(count: Int)
 
     /// What a link reaches.
     indirect enum LinkShape: Equatable, Sendable {

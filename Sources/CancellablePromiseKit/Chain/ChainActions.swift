@@ -66,7 +66,7 @@ struct ChainActions {
     /// that its own notification is still to come.
     @inline(__always)
     mutating func reject(
-        _ taken: consuming MemberContents, home: CancelStorage, key: UInt32, with error: any Error
+        _ taken: consuming MemberContents, home: ObjectIdentifier, key: UInt32, with error: any Error
     ) -> Bool {
         isEmpty = false
         let body = taken.cancelBody
@@ -100,7 +100,7 @@ struct ChainActions {
             unblocked = .settled
             drop(.init(cancelBody: nil, link: nil, target: target))
         case .released(let source, let handlers, let attachment, let releasedKey):
-            if let attachment, attachment === home, releasedKey == key {
+            if let attachment, ObjectIdentifier(attachment) == home, releasedKey == key {
                 // Left the chain here, under the lock: `drain` does not tell the chain again
                 // (it would take the lock again).
                 unblocked = .released(source: source, handlers: handlers, attachment: nil, key: 0)
@@ -164,21 +164,6 @@ struct ChainActions {
         more?.links.popLast()
     }
 
-    /// Releases `storages` (that left a chain's group) after the lock.
-    mutating func releaseStorages(_ storages: [CancelStorage]) {
-        guard !storages.isEmpty else { return }
-        #if DEBUG
-        recorded.append(.releaseStorages(count: storages.count))
-        #endif
-        isEmpty = false
-        let more = makeMore()
-        if more.releasedStorages.isEmpty {
-            more.releasedStorages = storages
-        } else {
-            more.releasedStorages.append(contentsOf: storages)
-        }
-    }
-
     /// Calls `body` (a cancel closure) after the lock.
     mutating func call(_ body: @escaping () -> Void) {
         #if DEBUG
@@ -239,7 +224,7 @@ struct ChainActions {
 }
 
 /// What `ChainActions` records beyond the first of each kind: made on first use, by the cancel of
-/// a chain of several members, a link, a group's storages.
+/// a chain of several members, a link.
 private final class MoreActions {
     // No dynamic exclusivity checks (they cost about 100 instructions per member of a cancelled
     // chain): the object belongs to one `ChainActions` value, used by one thread at a time.
@@ -248,6 +233,4 @@ private final class MoreActions {
     /// Links to follow, each with the error the chains it reaches are cancelled with.
     @exclusivity(unchecked) var links: [(link: CancelLink, error: any Error)] = []
     @exclusivity(unchecked) var dropped: [MemberContents] = []
-    /// Storages that left a chain's group (released after the lock).
-    @exclusivity(unchecked) var releasedStorages: [CancelStorage] = []
 }

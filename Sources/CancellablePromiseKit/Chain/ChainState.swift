@@ -13,30 +13,33 @@ import PromiseCore
 // - `link`: a step waiting on another chain links it while it waits; once it has left, what it
 //   returned is cancelled if the chain was cancelled (or it was cancelled alone while its body
 //   ran), released otherwise.
-// - `cancel`, `cancelIfListed`, `cancelLoser`: cancelling rejects every listed member but those
-//   waiting behind an observer, in chain order; an `autoCancel` loser in the winner's chain is
-//   cancelled alone.
-// - `lastHandleReleased`: with no handle left, the chain is abandoned: its members release
-//   their cancel closures and links uncalled.
+// - `cancel`, `cancelIfListed`, `cancelLoser`, `linkedCancel`: cancelling rejects every listed
+//   member but those waiting behind an observer, in chain order; an `autoCancel` loser in the
+//   winner's chain is cancelled alone (the machine compares the roots); a link followed never
+//   reaches the chain it must not (an `autoCancel` winner's).
+// - `handlesGone`: with no handle left, the root's chain is abandoned: its members release
+//   their cancel closures and links uncalled; an absorbed storage stops counting as a handle of
+//   the storage that absorbed it.
 // - `join`: two chains become one, the smaller group absorbed by the larger; joining a
 //   cancelled chain cancels the other.
 //
-// A storage absorbed by a join keeps its own table (members never move: their promises know
-// their storage and slot), guarded by the root's lock from then on; the root lists the
-// storages it absorbed (`group`) so that cancelling or abandoning reaches every table. Each
-// table is a `MemberTable`: the machine decides what happens to a slot, the table only stores it.
+// A storage absorbed by a join keeps its members' slots (their promises know their storage and
+// slot), but its table moves into the root's machine (`absorbed`, found by the storage's
+// identity): the machine holds the whole state of the chain and refers to no storage, so that
+// its tests build machines alone. Generations are counted once for every table of the chain
+// (`nextGeneration`), so that a table dropped while empty and made again never repeats a key.
 
-/// Where a member's slot is: the root's own table, or the table of a storage its root absorbed.
-struct MemberHome {
-    /// The storage the member was listed in; its promise's attachment. Unowned: a home lives
-    /// only for one event, called by that storage (no reference counted per event).
-    unowned(unsafe) let storage: CancelStorage
+/// Where a member's slot is: the root's own table, or the table of a storage the root absorbed,
+/// named by that storage's identity (the storage the member was listed in; its promise's
+/// attachment).
+struct MemberHome: Equatable {
+    let storage: ObjectIdentifier
     /// Whether `storage` is the root (its table is the machine's own `table`).
     let isRoot: Bool
 
-    init(_ storage: CancelStorage, root: CancelStorage) {
+    init(storage: ObjectIdentifier, isRoot: Bool) {
         self.storage = storage
-        self.isRoot = storage === root
+        self.isRoot = isRoot
     }
 }
 
@@ -56,17 +59,29 @@ struct ChainState {
     }
 
     private(set) var phase = Phase.active
-    /// This storage's members.
+    /// The root's own members.
     var table = MemberTable()
-    /// The storages a root absorbed (directly or through the storages it absorbed), while it is
-    /// active: their tables list members of this chain too. Emptied when the chain is cancelled
-    /// or abandoned (nothing lists then). A storage whose table is empty may be dropped from it
-    /// (`pruneGroup`) and is listed again when it reserves a slot.
-    private(set) var group: [CancelStorage] = []
-    /// How many times a table of `group` was found empty (when its storage was absorbed, or
-    /// after an event in it) since the last pass of `pruneGroup`: a pass runs only when many
-    /// may be empty, and a root whose absorbed storages are all busy is never walked.
-    private var emptiedInGroup = 0
+    /// What this root keeps of the storages it absorbed; `nil` until its first join, so that a
+    /// chain that never joins makes and drops no collection for it.
+    private var group: Group?
+    /// The generation of the next slot reserved in any table of the chain.
+    private var nextGeneration: UInt32 = 0
+
+    /// The storages a root absorbed (directly or through the storages it absorbed).
+    struct Group {
+        /// Their tables (they list members of this chain too), and which of them count as a
+        /// handle of the storage that absorbed them, until their own last handle goes (see
+        /// `handlesGone`). An entry with no slot in use and no hold may be dropped
+        /// (`pruneGroup`); its table is made again when its storage reserves a slot.
+        var tables = AbsorbedTables()
+        /// How many times an absorbed table was found empty (when its storage was absorbed, or
+        /// after an event in it) since the last pass of `pruneGroup`: a pass runs only when many
+        /// may be empty, and a root whose absorbed storages are all busy is never walked.
+        var emptied = 0
+    }
+
+    /// The tables of the storages this root absorbed.
+    var absorbed: AbsorbedTables { group?.tables ?? AbsorbedTables() }
 
     init() {}
 
@@ -86,38 +101,61 @@ struct ChainState {
     }
 
     /// The listed members of the chain, in every table of its group.
-    var listedCount: Int {
-        var count = table.listedCount
-        for storage in group { count += storage.chain.table.listedCount }
-        return count
+    var listedCount: Int { table.listedCount + (group?.tables.listedCount ?? 0) }
+
+    /// Reads the table `home` names (an empty one if an absorbed storage has none now).
+    func readTable<R>(_ home: MemberHome, _ body: (MemberTable) -> R) -> R {
+        if home.isRoot { return body(table) }
+        return group?.tables.readTable(home.storage, body) ?? body(MemberTable())
     }
 
     /// Runs `body` on the table `home` names.
     @inline(__always)
     private mutating func withTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R {
         if home.isRoot { return body(&table) }
-        return body(&home.storage.chain.table)
+        return withAbsorbedTable(home.storage, body)
     }
 
-    /// Counts an absorbed table found empty after an event in it (see `emptiedInGroup`).
+    /// `withTable` for an absorbed storage's table (out of line: the root's own table is the
+    /// common case, on every chain link).
+    @inline(never)
+    private mutating func withAbsorbedTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
+        if group == nil { group = Group() }
+        return group!.tables.withTable(storage, body)
+    }
+
+    /// Runs `body` on the table `home` names if it has one (a member's table has one while the
+    /// member is in it); `nil` otherwise. Events about a member that may have left use it, so
+    /// that a stale key makes no table.
+    @inline(__always)
+    private mutating func withExistingTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R? {
+        if home.isRoot { return body(&table) }
+        return group?.tables.withExistingTable(home.storage, body)
+    }
+
+    /// Counts an absorbed table found empty after an event in it (see `Group.emptied`).
     @inline(__always)
     private mutating func noteIfEmptied(_ home: MemberHome) {
-        if !home.isRoot, home.storage.chain.table.inUse == 0 { emptiedInGroup += 1 }
+        if !home.isRoot { noteIfAbsorbedTableEmptied(home.storage) }
+    }
+
+    @inline(never)
+    private mutating func noteIfAbsorbedTableEmptied(_ storage: ObjectIdentifier) {
+        if group?.tables.readTable(storage, { $0.inUse == 0 }) == true { group!.emptied += 1 }
     }
 
     // MARK: New members
 
-    /// Reserves a slot for a new member in `home`'s table. An absorbed storage that was dropped
-    /// from the group while its table was empty is listed in it again.
+    /// Reserves a slot for a new member in `home`'s table. The table of an absorbed storage that
+    /// was dropped while empty is made again.
     mutating func reserve(
         in home: MemberHome, upstream: SlotKey?, isObserver: Bool, cancelBody: (() -> Void)?
     ) -> SlotKey {
-        let key = withTable(home) { $0.reserve(upstream: upstream, isObserver: isObserver, cancelBody: cancelBody) }
-        if !home.isRoot, !home.storage.chain.table.isInRootsGroup, isActive {
-            group.append(home.storage)
-            home.storage.chain.table.isInRootsGroup = true
+        let generation = nextGeneration
+        nextGeneration &+= 1
+        return withTable(home) {
+            $0.reserve(generation: generation, upstream: upstream, isObserver: isObserver, cancelBody: cancelBody)
         }
-        return key
     }
 
     /// `list`'s common case: in an active chain the member is listed, with nothing to do after
@@ -212,7 +250,7 @@ struct ChainState {
     /// does. `false`, changing nothing, in every other case.
     mutating func linkIfWaiting(_ key: SlotKey, _ link: CancelLink, in home: MemberHome) -> Bool {
         guard case .active = phase else { return false }
-        return withTable(home) { table in
+        return withExistingTable(home) { table in
             guard let index = table.index(of: key) else { return false }
             switch table.state(index) {
             case .reserved, .listed:
@@ -221,7 +259,7 @@ struct ChainState {
             case .free, .detached:
                 return false
             }
-        }
+        } ?? false
     }
 
     /// Records `link` for the member `key` (a step whose body returned a pending cancellable
@@ -234,7 +272,7 @@ struct ChainState {
         _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome,
         into actions: inout ChainActions
     ) {
-        let isMember = withTable(home) { table -> Bool in
+        let isMember = readTable(home) { table -> Bool in
             guard let index = table.index(of: key) else { return false }
             switch table.state(index) {
             case .reserved, .listed:
@@ -261,12 +299,13 @@ struct ChainState {
 
     // MARK: Cancelling
 
-    /// Cancels the chain of this root, `root`: marks it cancelled with `error` from `site` and
-    /// cancels the members of its table and of every table of its group (see `cancelTable`).
+    /// Cancels this chain, whose root is `root`: marks it cancelled with `error` from `site` and
+    /// cancels the members of its table and of every absorbed table (see `cancelTable`). The
+    /// absorbed tables stay: their detached members are freed by their settle notifications.
     /// `false` if it was cancelled, or abandoned, already.
     @discardableResult
     mutating func cancel(
-        with error: any Error, at site: CancelSite, root: CancelStorage, into actions: inout ChainActions
+        with error: any Error, at site: CancelSite, root: ObjectIdentifier, into actions: inout ChainActions
     ) -> Bool {
         switch phase {
         case .active:
@@ -278,41 +317,45 @@ struct ChainState {
         }
         phase = .cancelled(error, site)
         ChainState.cancelTable(&table, home: root, with: error, into: &actions)
-        // A chain that no join absorbed into (the common case) has no group to go through.
-        guard !group.isEmpty else { return true }
-        let absorbed = group
-        group = []
-        emptiedInGroup = 0
-        for storage in absorbed {
-            ChainState.cancelTable(&storage.chain.table, home: storage, with: error, into: &actions)
-            storage.chain.table.isInRootsGroup = false
+        group?.tables.forEach { storage, table in
+            ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
         }
-        actions.releaseStorages(absorbed)
         return true
+    }
+
+    /// A link of another chain reached this one, whose root is `root`, while a cancellation was
+    /// followed: cancels it with `error` from `site`, unless it is the chain the links must not
+    /// reach (`excluded`: an `autoCancel` winner's, which a loser may wait on).
+    mutating func linkedCancel(
+        with error: any Error, at site: CancelSite, root: ObjectIdentifier, excluding excluded: ObjectIdentifier?,
+        into actions: inout ChainActions
+    ) {
+        guard root != excluded else { return }
+        cancel(with: error, at: site, root: root, into: &actions)
     }
 
     /// Cancels the chain if the member `key` of `home` is still listed (its promise pending):
     /// what a `CancelBag` does for a stored promise, and `autoCancel` for the inputs of a
     /// cancelled combinator.
     mutating func cancelIfListed(
-        _ key: SlotKey, in home: MemberHome, root: CancelStorage, into actions: inout ChainActions
+        _ key: SlotKey, in home: MemberHome, root: ObjectIdentifier, into actions: inout ChainActions
     ) {
-        guard withTable(home, { $0.isListed(key) }) else { return }
+        guard readTable(home, { $0.isListed(key) }) else { return }
         cancel(with: boxedCancellation, at: .library, root: root, into: &actions)
     }
 
-    /// Cancels the loser `key` of an `autoCancel` combinator. A loser that shares its chain
-    /// with the winner (`sharesChainWithWinner`) is cancelled alone: its own promise, cancel
-    /// closure and links, so the winner's chain is not marked cancelled. Otherwise its chain is
-    /// cancelled. Nothing if the loser is no longer listed (settled).
+    /// Cancels the loser `key` of an `autoCancel` combinator, whose winner's chain has the root
+    /// `winnerRoot`. A loser that shares its chain with the winner is cancelled alone: its own
+    /// promise, cancel closure and links, so the winner's chain is not marked cancelled.
+    /// Otherwise its chain is cancelled. Nothing if the loser is no longer listed (settled).
     mutating func cancelLoser(
-        _ key: SlotKey, in home: MemberHome, sharesChainWithWinner: Bool, root: CancelStorage,
+        _ key: SlotKey, in home: MemberHome, winnerRoot: ObjectIdentifier, root: ObjectIdentifier,
         into actions: inout ChainActions
     ) {
-        guard sharesChainWithWinner else {
+        guard root == winnerRoot else {
             return cancelIfListed(key, in: home, root: root, into: &actions)
         }
-        withTable(home) { table in
+        withExistingTable(home) { table in
             guard let index = table.listedIndex(of: key) else { return }
             ChainState.reject(index, in: &table, home: home.storage, with: boxedCancellation, into: &actions)
         }
@@ -321,51 +364,51 @@ struct ChainState {
 
     // MARK: Handles
 
-    /// The last handle of this root's chain went away: an active chain is abandoned, and the
-    /// listed members of every table of its group release their cancel closures and links
-    /// uncalled (their promises stay pending, settled by their work). A cancelled or abandoned
-    /// chain changes nothing.
-    mutating func lastHandleReleased(into actions: inout ChainActions) {
+    /// The last handle of the storage `home` names went away. For the root: an active chain is
+    /// abandoned, and the listed members of every table release their cancel closures and links
+    /// uncalled (their promises stay pending, settled by their work); a cancelled or abandoned
+    /// chain changes nothing. For an absorbed storage that counted as a handle of the storage
+    /// that absorbed it: it stops counting, and `true` tells the caller to release that handle
+    /// (which may be the last of that storage in turn).
+    mutating func handlesGone(of home: MemberHome, into actions: inout ChainActions) -> Bool {
+        guard home.isRoot else {
+            guard group?.tables.releaseHold(of: home.storage) == true else { return false }
+            noteIfEmptied(home)
+            return true
+        }
         switch phase {
         case .active:
             break
         case .cancelled, .abandoned:
-            return
+            return false
         case .absorbed:
-            preconditionFailure("ChainState.lastHandleReleased: an absorbed storage counts in its root")
+            preconditionFailure("ChainState.handlesGone: an absorbed storage counts in its root")
         }
         phase = .abandoned
         ChainState.abandonTable(&table, into: &actions)
-        guard !group.isEmpty else { return }
-        let absorbed = group
-        group = []
-        emptiedInGroup = 0
-        for storage in absorbed {
-            ChainState.abandonTable(&storage.chain.table, into: &actions)
-            storage.chain.table.isInRootsGroup = false
-        }
-        actions.releaseStorages(absorbed)
+        group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
+        return false
     }
 
     // MARK: Joining
 
-    /// What a join decided: `absorbed` (a root until now) forwards to `root` from now on, and
-    /// counts as one of its handles while it has handles of its own if `countsAsHandle`.
-    struct Absorption {
-        let absorbed: CancelStorage
-        let root: CancelStorage
+    /// What a join decided: the root `absorbed` forwards to `root` from now on, and counts as
+    /// one of its handles while it has handles of its own if `countsAsHandle`.
+    struct Absorption: Equatable {
+        let absorbed: ObjectIdentifier
+        let root: ObjectIdentifier
         let countsAsHandle: Bool
     }
 
-    /// Joins the chains of two roots, `aStorage` and `bStorage`, whose states are `a` and `b`.
-    /// A cancelled root absorbs the other, whose tables are cancelled with its error (joining a
-    /// cancelled chain cancels the other). Otherwise the root whose group has fewer storages is
-    /// absorbed by the other (union by size, so that forwarding paths stay short) and counts as
-    /// one of its handles. Nothing happens if either chain was abandoned (nothing can cancel it
-    /// any more) or both were cancelled. Members do not move: the absorbing root lists the
-    /// absorbed storages in its group.
+    /// Joins the chains of two roots, `aRoot` and `bRoot`, whose states are `a` and `b`. A
+    /// cancelled root absorbs the other, whose tables are cancelled with its error (joining a
+    /// cancelled chain cancels the other). Otherwise the root with fewer tables is absorbed by
+    /// the other (union by size: forwarding paths stay short, and a table moves O(log n) times)
+    /// and counts as one of its handles. Nothing happens if either chain was abandoned (nothing
+    /// can cancel it any more) or both were cancelled. Members do not move: their tables move
+    /// into the absorbing root's machine, under their storages' identities.
     static func join(
-        _ a: inout ChainState, _ aStorage: CancelStorage, _ b: inout ChainState, _ bStorage: CancelStorage,
+        _ a: inout ChainState, _ aRoot: ObjectIdentifier, _ b: inout ChainState, _ bRoot: ObjectIdentifier,
         into actions: inout ChainActions
     ) -> Absorption? {
         switch (a.phase, b.phase) {
@@ -374,68 +417,63 @@ struct ChainState {
         case (.abandoned, _), (_, .abandoned), (.cancelled, .cancelled):
             return nil
         case (.active, .cancelled):
-            return b.absorb(&a, aStorage, into: bStorage, actions: &actions)
+            return b.absorb(&a, aRoot, into: bRoot, actions: &actions)
         case (.cancelled, .active):
-            return a.absorb(&b, bStorage, into: aStorage, actions: &actions)
+            return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
         case (.active, .active):
-            if a.group.count <= b.group.count {
-                return b.absorb(&a, aStorage, into: bStorage, actions: &actions)
+            if (a.group?.tables.count ?? 0) <= (b.group?.tables.count ?? 0) {
+                return b.absorb(&a, aRoot, into: bRoot, actions: &actions)
             }
-            return a.absorb(&b, bStorage, into: aStorage, actions: &actions)
+            return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
         }
     }
 
-    /// Absorbs `other`, the state of the active root `otherStorage`, into this root, `storage`.
+    /// Absorbs `other`, the state of the active root `otherRoot`, into this root, `root`.
     private mutating func absorb(
-        _ other: inout ChainState, _ otherStorage: CancelStorage, into storage: CancelStorage,
+        _ other: inout ChainState, _ otherRoot: ObjectIdentifier, into root: ObjectIdentifier,
         actions: inout ChainActions
     ) -> Absorption {
-        var joining = other.group
-        other.group = []
         other.phase = .absorbed
+        var otherTable = MemberTable()
+        swap(&otherTable, &other.table)
+        nextGeneration = max(nextGeneration, other.nextGeneration)
+        var joining = other.group ?? Group()
+        other.group = nil
+        var mine = group ?? Group()
+        group = nil
+        let countsAsHandle: Bool
         switch phase {
         case .active:
-            // Appended in place: a join allocates nothing but the list's amortised growth.
-            group.append(contentsOf: joining)
-            group.append(otherStorage)
-            other.table.isInRootsGroup = true
-            emptiedInGroup += other.emptiedInGroup + (other.table.inUse == 0 ? 1 : 0)
-            other.emptiedInGroup = 0
-            actions.releaseStorages(pruneGroup())
-            return Absorption(absorbed: otherStorage, root: storage, countsAsHandle: true)
+            countsAsHandle = true
         case .cancelled(let error, _):
-            // Cancelled in chain order, as `cancel` does; the absorbed storages forward to this
-            // root but are not in its group (a cancelled chain lists nothing).
-            ChainState.cancelTable(&other.table, home: otherStorage, with: error, into: &actions)
-            for absorbed in joining {
-                ChainState.cancelTable(&absorbed.chain.table, home: absorbed, with: error, into: &actions)
-                absorbed.chain.table.isInRootsGroup = false
+            // Cancelled in chain order, as `cancel` does.
+            ChainState.cancelTable(&otherTable, home: otherRoot, with: error, into: &actions)
+            joining.tables.forEach { storage, table in
+                ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
             }
-            joining.append(otherStorage)
-            actions.releaseStorages(joining)
-            return Absorption(absorbed: otherStorage, root: storage, countsAsHandle: false)
+            countsAsHandle = false
         case .abandoned, .absorbed:
             preconditionFailure("ChainState.absorb: only an active or cancelled root absorbs")
         }
+        // A cancelled root keeps the tables too (their detached members are freed by their
+        // settle notifications), so it drops idle ones the same way.
+        mine.emptied += joining.emptied + (otherTable.inUse == 0 ? 1 : 0)
+        mine.tables.insert(.init(storage: otherRoot, table: otherTable, holds: countsAsHandle))
+        mine.tables.absorb(&joining.tables)
+        group = mine
+        pruneGroup()
+        return Absorption(absorbed: otherRoot, root: root, countsAsHandle: countsAsHandle)
     }
 
-    /// Drops the storages of the group whose table is empty (nothing to cancel or abandon
-    /// there; one that reserves a slot again is listed again, see `reserve`), once tables
-    /// emptied at least half as many times as the group has storages since the last pass: a
-    /// pass costs O(1) amortised per join or event, and a long-lived root that joins many
-    /// short-lived chains stays about as large as what is still live. Returns them, to release
-    /// after the lock.
-    private mutating func pruneGroup() -> [CancelStorage] {
-        guard emptiedInGroup >= 32, 2 * emptiedInGroup >= group.count else { return [] }
-        emptiedInGroup = 0
-        var dropped: [CancelStorage] = []
-        group.removeAll { storage in
-            guard storage.chain.table.inUse == 0 else { return false }
-            storage.chain.table.isInRootsGroup = false
-            dropped.append(storage)
-            return true
-        }
-        return dropped
+    /// Drops the absorbed tables that are empty (nothing to cancel or abandon there; a storage
+    /// that reserves a slot again gets a new one, see `reserve`), once tables emptied at least
+    /// half as many times as there are tables since the last pass: a pass costs O(1) amortised
+    /// per join or event, and a long-lived root that joins many short-lived chains stays about
+    /// as large as what is still live.
+    private mutating func pruneGroup() {
+        guard let emptied = group?.emptied, emptied >= 32, 2 * emptied >= group!.tables.count else { return }
+        group!.emptied = 0
+        group!.tables.dropIdleEntries()
     }
 }
 
@@ -447,7 +485,7 @@ extension ChainState {
     /// ahead of them passes the cancellation on (chain order), and what they link to is
     /// cancelled now. Reserved members are settled when they are listed.
     static func cancelTable(
-        _ table: inout MemberTable, home: CancelStorage, with error: any Error, into actions: inout ChainActions
+        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, into actions: inout ChainActions
     ) {
         guard table.listedCount > 0 else { return }
         actions.reserveRejections(table.listedCount)
@@ -506,7 +544,7 @@ extension ChainState {
     /// of there, otherwise leaves it detached for that notification.
     @inline(__always)
     private static func reject(
-        _ index: Int, in table: inout MemberTable, home: CancelStorage, with error: any Error,
+        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
         into actions: inout ChainActions
     ) {
         let notified = actions.reject(table.take(index), home: home, key: UInt32(index), with: error)

@@ -48,8 +48,6 @@ struct MemberTable {
     private(set) var observersInUse = 0
     /// Slots in the `listed` state.
     private(set) var listedCount = 0
-    /// Whether this (absorbed) storage is in its root's group list: see `ChainState.group`.
-    var isInRootsGroup = false
 
     init() {}
 
@@ -132,10 +130,12 @@ struct MemberTable {
 
     // MARK: Reserving and freeing
 
-    /// Reserves a slot for a new member.
-    mutating func reserve(upstream: SlotKey?, isObserver: Bool, cancelBody: (() -> Void)?) -> SlotKey {
+    /// Reserves a slot for a new member, with the generation its chain counted for it.
+    mutating func reserve(
+        generation: UInt32, upstream: SlotKey?, isObserver: Bool, cancelBody: (() -> Void)?
+    ) -> SlotKey {
         if isObserver { observersInUse += 1 }
-        return slots.reserve { slot in
+        return slots.reserve(generation: generation) { slot in
             slot.state = .reserved
             slot.isObserver = isObserver
             slot.upstream = upstream

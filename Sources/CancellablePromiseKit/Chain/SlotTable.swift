@@ -121,6 +121,13 @@ struct SlotTable<Contents: SlotContents> {
     mutating func reserve(_ fill: (inout Contents) -> Void) -> SlotKey {
         let generation = nextGeneration
         nextGeneration &+= 1
+        return reserve(generation: generation, fill)
+    }
+
+    /// `reserve`, with a generation its owner counts (a chain counts one sequence for every table
+    /// of its group, so that a table dropped while empty and made again never repeats one).
+    @inline(__always)
+    mutating func reserve(generation: UInt32, _ fill: (inout Contents) -> Void) -> SlotKey {
         let index: Int
         if let reused = popFreeSlot() {
             index = reused

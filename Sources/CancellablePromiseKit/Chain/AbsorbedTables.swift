@@ -1,0 +1,165 @@
+// The storages a chain's root absorbed by joins, as the root's state machine keeps them
+// (`ChainState.absorbed`): each storage's member table and whether it counts as a handle,
+// found by the storage's identity. A member of an absorbed storage keeps its slot (its promise
+// knows its storage and slot); only the table it sits in moves into the machine that decides
+// for it.
+
+/// The absorbed storages of a chain, by storage identity, in the order they joined. Finding one
+/// costs one hash lookup; dropping the ones that hold nothing keeps the order of the others.
+struct AbsorbedTables {
+    /// One absorbed storage.
+    struct Entry {
+        let storage: ObjectIdentifier
+        var table: MemberTable
+        /// Whether the storage counts as a handle of the storage that absorbed it (until its own
+        /// last handle goes): an entry that holds is kept even with an empty table.
+        var holds: Bool
+    }
+
+    private var entries: [Entry] = []
+    private var positions = IdentityIndex()
+
+    init() {}
+
+    /// The number of absorbed storages kept.
+    var count: Int { entries.count }
+
+    /// Whether there is an entry for `storage`.
+    func contains(_ storage: ObjectIdentifier) -> Bool { positions.position(of: storage) != nil }
+
+    /// The listed members of every table.
+    var listedCount: Int { entries.reduce(0) { $0 + $1.table.listedCount } }
+
+    /// Runs `body` on the table of `storage`, making an empty one first if there is none.
+    mutating func withTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
+        if let position = positions.position(of: storage) { return body(&entries[position].table) }
+        positions.insert(storage, at: entries.count)
+        entries.append(Entry(storage: storage, table: MemberTable(), holds: false))
+        return body(&entries[entries.count - 1].table)
+    }
+
+    /// Runs `body` on the table of `storage`; `nil` if there is none.
+    mutating func withExistingTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R? {
+        guard let position = positions.position(of: storage) else { return nil }
+        return body(&entries[position].table)
+    }
+
+    /// Reads the table of `storage`; `nil` if there is none.
+    func readTable<R>(_ storage: ObjectIdentifier, _ body: (MemberTable) -> R) -> R? {
+        guard let position = positions.position(of: storage) else { return nil }
+        return body(entries[position].table)
+    }
+
+    /// Ends the hold of `storage`: `true` if it held.
+    mutating func releaseHold(of storage: ObjectIdentifier) -> Bool {
+        guard let position = positions.position(of: storage), entries[position].holds else { return false }
+        entries[position].holds = false
+        return true
+    }
+
+    /// Adds `entry`, replacing an empty one its storage may have had (an entry left by a
+    /// storage that is gone, whose identity a new storage took).
+    mutating func insert(_ entry: consuming Entry) {
+        let storage = entry.storage
+        if let position = positions.position(of: storage) {
+            precondition(
+                entries[position].table.inUse == 0 && !entries[position].holds,
+                "AbsorbedTables.insert: a storage is absorbed once")
+            entries[position] = entry
+            return
+        }
+        positions.insert(storage, at: entries.count)
+        entries.append(entry)
+    }
+
+    /// Moves every entry of `other` here, in its order.
+    mutating func absorb(_ other: inout AbsorbedTables) {
+        var moved: [Entry] = []
+        swap(&moved, &other.entries)
+        other.positions = IdentityIndex()
+        for entry in moved { insert(entry) }
+    }
+
+    /// Runs `body` on every table, in the order the storages joined.
+    mutating func forEach(_ body: (_ storage: ObjectIdentifier, _ table: inout MemberTable) -> Void) {
+        for position in entries.indices { body(entries[position].storage, &entries[position].table) }
+    }
+
+    /// Drops the entries with no slot in use and no hold; returns how many were dropped.
+    @discardableResult
+    mutating func dropIdleEntries() -> Int {
+        guard entries.contains(where: { $0.table.inUse == 0 && !$0.holds }) else { return 0 }
+        let before = entries.count
+        entries.removeAll { $0.table.inUse == 0 && !$0.holds }
+        positions = IdentityIndex()
+        for (position, entry) in entries.enumerated() { positions.insert(entry.storage, at: position) }
+        return before - entries.count
+    }
+}
+
+/// Positions by object identity: an open-addressing table with linear probing, hashed by
+/// multiplying the address bits (objects are distinct addresses, so no general-purpose hash is
+/// needed; a `Dictionary` hashes each key with SipHash, several times per join). Entries are
+/// only added; a caller that drops some builds a new index.
+struct IdentityIndex {
+    private var keys: [UInt] = []
+    private var positions: [Int32] = []
+    private var count = 0
+
+    init() {}
+
+    @inline(__always)
+    private static func bucket(_ key: UInt, mask: Int) -> Int {
+        // Fibonacci hashing: the high bits of the product spread addresses that differ only in
+        // their low bits (heap alignment) across the table.
+        Int(truncatingIfNeeded: (key &* 0x9E37_79B9_7F4A_7C15) >> 32) & mask
+    }
+
+    /// The position recorded for `object`, if any.
+    func position(of object: ObjectIdentifier) -> Int? {
+        guard !keys.isEmpty else { return nil }
+        let key = UInt(bitPattern: object)
+        let mask = keys.count - 1
+        var bucket = IdentityIndex.bucket(key, mask: mask)
+        while true {
+            let found = keys[bucket]
+            if found == key { return Int(positions[bucket]) }
+            if found == 0 { return nil }
+            bucket = (bucket + 1) & mask
+        }
+    }
+
+    /// Records `position` for `object` (not recorded yet).
+    mutating func insert(_ object: ObjectIdentifier, at position: Int) {
+        insert(key: UInt(bitPattern: object), at: position)
+    }
+
+    private mutating func insert(key: UInt, at position: Int) {
+        if 2 * (count + 1) > keys.count { grow() }
+        let mask = keys.count - 1
+        var bucket = IdentityIndex.bucket(key, mask: mask)
+        while keys[bucket] != 0 {
+            if keys[bucket] == key {
+                positions[bucket] = Int32(position)
+                return
+            }
+            bucket = (bucket + 1) & mask
+        }
+        keys[bucket] = key
+        positions[bucket] = Int32(position)
+        count += 1
+    }
+
+    /// Doubles the table (at least 16 buckets) and places every entry again.
+    private mutating func grow() {
+        let oldKeys = keys
+        let oldPositions = positions
+        let capacity = max(16, 2 * keys.count)
+        keys = Array(repeating: 0, count: capacity)
+        positions = Array(repeating: 0, count: capacity)
+        count = 0
+        for index in oldKeys.indices where oldKeys[index] != 0 {
+            insert(key: oldKeys[index], at: Int(oldPositions[index]))
+        }
+    }
+}
