@@ -117,6 +117,23 @@ final class ChainStateHandleTests: XCTestCase {
         withExtendedLifetime(others) {}
     }
 
+    /// A link followed while a cancellation spreads cancels the chain it reaches, unless that is
+    /// the chain links must not reach (an `autoCancel` winner's, which a loser may wait on).
+    func testALinkFollowedIntoTheExcludedChainCancelsNothing() {
+        var chain = Chain(members: 1)
+        var actions = ChainActions()
+        chain.state.linkedCancel(
+            with: error, at: .library, root: chain.root.id, excluding: chain.root.id, into: &actions)
+        assertNothingRecorded(actions)
+        XCTAssertTrue(chain.state.isActive, "the excluded chain is not cancelled")
+
+        chain.state.linkedCancel(with: error, at: .library, root: chain.root.id, excluding: Node().id, into: &actions)
+        assertRecorded(actions, rejectedAndCalled(chain.members))
+        XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
+        chain.state.linkedCancel(with: error, at: .library, root: chain.root.id, excluding: nil, into: &actions)
+        assertRecorded(actions, rejectedAndCalled(chain.members), "a second cancel records nothing more")
+    }
+
     /// The index of absorbed storages finds every object it recorded, and none it did not,
     /// however many (it grows as they come).
     func testTheIdentityIndexFindsWhatItRecordedAndNothingElse() {
