@@ -466,6 +466,36 @@ final class CancellationGraphTests: XCTestCase {
         withExtendedLifetime((sharedResolver, liveResolver)) {}
     }
 
+    /// What keeps a joined chain's storage alive is its own members and handles, not the
+    /// long-lived root that absorbed it: 100,000 chains joined into one context and done are freed
+    /// while the context lives, and the context keeps only a few of their (idle) entries.
+    func testChainsJoinedIntoALongLivedContextAreFreedOnceDone() {
+        let shared = CancelContext()
+        let (sharedSource, sharedResolver) = Promise<Int>.pending()
+        let sharedMember = CancellablePromise(sharedSource, cancelContext: shared)
+        weak var firstContext: CancelContext?
+        weak var lastPromise: CancellablePromise<Int>?
+        for index in 0..<100_000 {
+            let (promise, resolver) = CancellablePromise<Int>.pending()
+            let tail = promise.map(on: nil) { $0 + 1 }
+            if index.isMultiple(of: 2) {
+                _ = tail.cancellize(cancelContext: shared)
+            } else {
+                _ = sharedMember.cancellize(cancelContext: tail.cancelContext)
+            }
+            if index == 0 { firstContext = tail.cancelContext }
+            lastPromise = tail
+            resolver.fulfill(index)
+        }
+        XCTAssertNil(firstContext, "the first joined chain's context is gone")
+        XCTAssertNil(lastPromise, "the last joined chain is gone")
+        XCTAssertLessThanOrEqual(shared.storage.absorbedCount, 256, "idle entries are dropped")
+        XCTAssertEqual(shared.storage.memberCount, 1, "only the long-lived member is listed")
+        shared.cancel()
+        XCTAssertTrue(sharedMember.isRejected)
+        withExtendedLifetime(sharedResolver) {}
+    }
+
     func testJoiningACancelledChainCancelsTheOther() {
         let cancelled = CancelContext()
         cancelled.cancel()
