@@ -190,7 +190,8 @@ struct Chain {
 
     mutating func link(_ member: Member, _ link: CancelLink, whileBodyRuns: Bool) -> ChainActions {
         var actions = ChainActions()
-        state.link(member.key, link, whileBodyRuns: whileBodyRuns, in: home, into: &actions)
+        state.link(
+            member.key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: nil, root: root.id, into: &actions)
         return actions
     }
 

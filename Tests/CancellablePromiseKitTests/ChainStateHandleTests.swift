@@ -134,6 +134,41 @@ final class ChainStateHandleTests: XCTestCase {
         assertRecorded(actions, rejectedAndCalled(chain.members), "a second cancel records nothing more")
     }
 
+    /// A step whose body returned a promise of its own chain links nothing, whichever storage of
+    /// the chain that promise is in (the root, or one the root absorbed), in an active or a
+    /// cancelled chain: the link is released uncalled. A storage of another chain is linked, even
+    /// one whose identity an idle entry of this chain still carries.
+    func testALinkIntoItsOwnChainLinksNothing() {
+        let (root, absorbed) = rootAbsorbing(2)
+        let waiting = root.chain.addMember(in: root.ownHome)
+        // The second absorbed storage lost its handles and its members: its entry is idle.
+        var ignored = ChainActions()
+        XCTAssertTrue(root.chain.handlesGone(of: absorbed[1].home(under: root), into: &ignored))
+        let saved = root.chain
+        for cancelled in [false, true] {
+            root.chain = saved
+            if cancelled { root.chain.cancel(with: error, at: .library, root: root.id, into: &ignored) }
+            for reaching in [root.id, absorbed[0].id] {
+                let linked = Probe()
+                var actions = ChainActions()
+                root.chain.link(
+                    waiting.key, .task(linked.makeBody()), whileBodyRuns: true, in: root.ownHome, reaching: reaching,
+                    root: root.id, into: &actions)
+                assertRecorded(actions, [.release([.link])], "cancelled: \(cancelled)")
+                actions.run()
+                assertReleasedUncalled(linked)
+            }
+        }
+        root.chain = saved
+        for reaching in [Node().id, absorbed[1].id] {
+            var actions = ChainActions()
+            root.chain.link(
+                waiting.key, .task(Probe().makeBody()), whileBodyRuns: true, in: root.ownHome, reaching: reaching,
+                root: root.id, into: &actions)
+            assertNothingRecorded(actions, "another chain's promise is linked while the member waits")
+        }
+    }
+
     /// The index of absorbed storages finds every object it recorded, and none it did not,
     /// however many (it grows as they come).
     func testTheIdentityIndexFindsWhatItRecordedAndNothingElse() {

@@ -56,7 +56,9 @@ final class ChainStateTests: XCTestCase {
             let key = chain.state.reserve(in: chain.home, upstream: head.key, isObserver: isObserver, cancelBody: nil)
             let linked = Probe()
             var linking = ChainActions()
-            chain.state.link(key, .task(linked.makeBody()), whileBodyRuns: true, in: chain.home, into: &linking)
+            chain.state.link(
+                key, .task(linked.makeBody()), whileBodyRuns: true, in: chain.home, reaching: nil, root: chain.root.id,
+                into: &linking)
             assertNothingRecorded(linking, "a reserved member keeps its link")
             var actions = ChainActions()
             chain.state.list(key, target: promise, in: chain.home, into: &actions)

@@ -50,6 +50,12 @@ struct AbsorbedTables {
         return body(entries[position].table)
     }
 
+    /// Whether `storage` has an entry that still holds a handle or lists members.
+    func isLive(_ storage: ObjectIdentifier) -> Bool {
+        guard let position = positions.position(of: storage) else { return false }
+        return entries[position].holds || entries[position].table.inUse > 0
+    }
+
     /// Ends the hold of `storage`: `true` if it held.
     mutating func releaseHold(of storage: ObjectIdentifier) -> Bool {
         guard let position = positions.position(of: storage), entries[position].holds else { return false }

@@ -285,10 +285,6 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         readRoot { root in root.chain.readTable(home(under: root)) { $0.isListed(key) } }
     }
 
-    func isSameChain(as other: CancelStorage) -> Bool {
-        root === other.root
-    }
-
     /// The root this storage forwards to now (itself unless absorbed by a join).
     var root: CancelStorage {
         readRoot { $0 }
@@ -377,12 +373,18 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         left.release()
     }
 
-    /// Records a link of the member `key` of this storage (see `ChainState.link`).
-    func link(_ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool) {
+    /// Records a link of the member `key` of this storage (see `ChainState.link`); `reaching`
+    /// is the storage of the chain a `.chain` link reaches (a link into this very chain links
+    /// nothing: the machine decides it under this chain's lock).
+    func link(_ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, reaching: ObjectIdentifier? = nil) {
         withRoot(
-            common: { root, home in root.chain.linkIfWaiting(key, link, in: home) },
+            common: { root, home in
+                root.chain.linkIfWaiting(key, link, in: home, reaching: reaching, root: ObjectIdentifier(root))
+            },
             general: { root, home, actions in
-                root.chain.link(key, link, whileBodyRuns: whileBodyRuns, in: home, into: &actions)
+                root.chain.link(
+                    key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: reaching, root: ObjectIdentifier(root),
+                    into: &actions)
             })
     }
 

@@ -75,8 +75,8 @@ struct _ChainMember {
         guard promise.isPending else { return }
         // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
         // its own handle would keep the chain cancellable for ever.
-        guard !handle._handleStorage.isSameChain(as: storage) else { return }
-        storage.link(key, .chain(handle), whileBodyRuns: whileBodyRuns)
+        storage.link(
+            key, .chain(handle), whileBodyRuns: whileBodyRuns, reaching: ObjectIdentifier(handle._handleStorage))
     }
 
     /// `link(_:)` for another returned promise: the task its producer attached, if any.

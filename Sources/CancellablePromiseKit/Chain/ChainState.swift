@@ -246,10 +246,21 @@ struct ChainState {
         return left
     }
 
-    /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` while it
-    /// does. `false`, changing nothing, in every other case.
-    mutating func linkIfWaiting(_ key: SlotKey, _ link: CancelLink, in home: MemberHome) -> Bool {
+    /// Whether `storage` belongs to this chain, whose root is `root`: the root itself, or an
+    /// absorbed storage that still holds a handle or lists members. (An idle entry may outlive
+    /// its storage, whose identity a new storage of another chain can then take.)
+    func contains(_ storage: ObjectIdentifier, root: ObjectIdentifier) -> Bool {
+        storage == root || group?.tables.isLive(storage) == true
+    }
+
+    /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` (into
+    /// another chain, whose storage is `reaching` for a `.chain` link) while it does. `false`,
+    /// changing nothing, in every other case.
+    mutating func linkIfWaiting(
+        _ key: SlotKey, _ link: CancelLink, in home: MemberHome, reaching: ObjectIdentifier?, root: ObjectIdentifier
+    ) -> Bool {
         guard case .active = phase else { return false }
+        if let reaching, contains(reaching, root: root) { return false }
         return withExistingTable(home) { table in
             guard let index = table.index(of: key) else { return false }
             switch table.state(index) {
@@ -268,10 +279,17 @@ struct ChainState {
     /// cancelled if the chain was cancelled, or if the member was cancelled alone while its
     /// body ran (an `autoCancel` loser); otherwise it is released. An abandoned chain keeps no
     /// link. `whileBodyRuns`: the link comes from the member's own step body, which is running.
+    /// A link into this very chain (`reaching` one of its storages) links nothing: the chain
+    /// cancels that promise anyway, and a link to its own handle would keep the chain
+    /// cancellable for ever; it is released.
     mutating func link(
-        _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome,
-        into actions: inout ChainActions
+        _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome, reaching: ObjectIdentifier?,
+        root: ObjectIdentifier, into actions: inout ChainActions
     ) {
+        if let reaching, contains(reaching, root: root) {
+            actions.release(link)
+            return
+        }
         let isMember = readTable(home) { table -> Bool in
             guard let index = table.index(of: key) else { return false }
             switch table.state(index) {
