@@ -240,17 +240,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
-        observer { member in
-            promise._makeGeneralStep(
-                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
-            ) { result in
-                .settleAs(
-                    body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
-                        .result(member.passOn(result))
-                    }
-                )
-            }
-        }
+        observer(waitingFor: { body().asPromise() }, on: on, flags: flags)
     }
 
     /// Like `ensure`, waiting for the cancellable promise `body` returns (its rejection is
@@ -261,12 +251,22 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
+        observer(waitingFor: { body().asPromise() }, on: on, flags: flags)
+    }
+
+    /// The observer step of both `ensureThen`s: runs `cleanup` when this promise settles (also
+    /// when the chain is cancelled) and settles as this promise did, or with the chain's
+    /// cancellation, once the promise `cleanup` returned has settled (its rejection ignored).
+    @inlinable
+    func observer(
+        waitingFor cleanup: @escaping () -> Promise<Void>, on: DispatchQueue?, flags: DispatchWorkItemFlags?
+    ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
                 on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
             ) { result in
                 .settleAs(
-                    body().asPromise()._generalStep(on: nil, flags: nil, hop: .never) { _ in
+                    cleanup()._generalStep(on: nil, flags: nil, hop: .never) { _ in
                         .result(member.passOn(result))
                     }
                 )

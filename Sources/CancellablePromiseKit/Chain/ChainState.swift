@@ -63,22 +63,9 @@ struct ChainState {
     var table = MemberTable()
     /// What this root keeps of the storages it absorbed; `nil` until its first join, so that a
     /// chain that never joins makes and drops no collection for it.
-    private var group: Group?
+    private(set) var group: Group?
     /// The generation of the next slot reserved in any table of the chain.
     private var nextGeneration: UInt32 = 0
-
-    /// The storages a root absorbed (directly or through the storages it absorbed).
-    struct Group {
-        /// Their tables (they list members of this chain too), and which of them count as a
-        /// handle of the storage that absorbed them, until their own last handle goes (see
-        /// `handlesGone`). An entry with no slot in use and no hold may be dropped
-        /// (`pruneGroup`); its table is made again when its storage reserves a slot.
-        var tables = AbsorbedTables()
-        /// How many times an absorbed table was found empty (when its storage was absorbed, or
-        /// after an event in it) since the last pass of `pruneGroup`: a pass runs only when many
-        /// may be empty, and a root whose absorbed storages are all busy is never walked.
-        var emptied = 0
-    }
 
     /// The tables of the storages this root absorbed.
     var absorbed: AbsorbedTables { group?.tables ?? AbsorbedTables() }
@@ -93,6 +80,16 @@ struct ChainState {
     var cancelSite: CancelSite? {
         if case .cancelled(_, let site) = phase { return site }
         return nil
+    }
+
+    /// Whether this root's chain is active (a cancelled or abandoned one never changes again);
+    /// stops with `misuse` if this is an absorbed storage's state, which decides nothing.
+    private func isActiveRoot(_ misuse: StaticString) -> Bool {
+        switch phase {
+        case .active: return true
+        case .cancelled, .abandoned: return false
+        case .absorbed: preconditionFailure("\(misuse)")
+        }
     }
 
     var isActive: Bool {
@@ -246,13 +243,6 @@ struct ChainState {
         return left
     }
 
-    /// Whether `storage` belongs to this chain, whose root is `root`: the root itself, or an
-    /// absorbed storage that still holds a handle or lists members. (An idle entry may outlive
-    /// its storage, whose identity a new storage of another chain can then take.)
-    func contains(_ storage: ObjectIdentifier, root: ObjectIdentifier) -> Bool {
-        storage == root || group?.tables.isLive(storage) == true
-    }
-
     /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` (into
     /// another chain, whose storage is `reaching` for a `.chain` link) while it does. `false`,
     /// changing nothing, in every other case.
@@ -325,13 +315,8 @@ struct ChainState {
     mutating func cancel(
         with error: any Error, at site: CancelSite, root: ObjectIdentifier, into actions: inout ChainActions
     ) -> Bool {
-        switch phase {
-        case .active:
-            break
-        case .cancelled, .abandoned:
+        guard isActiveRoot("ChainState.cancel: an absorbed storage lists nothing (lock the root)") else {
             return false
-        case .absorbed:
-            preconditionFailure("ChainState.cancel: an absorbed storage lists nothing (lock the root)")
         }
         phase = .cancelled(error, site)
         ChainState.cancelTable(&table, home: root, with: error, into: &actions)
@@ -394,14 +379,7 @@ struct ChainState {
             noteIfEmptied(home)
             return true
         }
-        switch phase {
-        case .active:
-            break
-        case .cancelled, .abandoned:
-            return false
-        case .absorbed:
-            preconditionFailure("ChainState.handlesGone: an absorbed storage counts in its root")
-        }
+        guard isActiveRoot("ChainState.handlesGone: an absorbed storage counts in its root") else { return false }
         phase = .abandoned
         ChainState.abandonTable(&table, into: &actions)
         group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
