@@ -79,3 +79,9 @@ void cpk_unlock_annotated(uint32_t *word) {
 intptr_t cpk_counter_add(intptr_t *word, intptr_t delta) {
     return __atomic_add_fetch(word, delta, __ATOMIC_ACQ_REL);
 }
+
+static _Thread_local cpk_running_body cpk_this_thread_body;
+
+cpk_running_body *cpk_running_body_record(void) {
+    return &cpk_this_thread_body;
+}

@@ -128,8 +128,9 @@ extension Promise {
 
 /// Whether a step's body may start (see `Promise.bodyStart`).
 @usableFromInline enum BodyStart {
-    /// Pending, and its attachment allows it.
-    case start
+    /// Pending, and its attachment (`nil` if none) allows it; the body runs as this thread's
+    /// running body for that attachment, which knows the step by `key` (see RunningBody.swift).
+    case start(owner: (any PromiseAttachment)?, key: UInt32)
     /// Settled already (rejected by a cancellation): the body must not start.
     case settled
     /// The attachment forbids it: settle with this error instead.
@@ -179,7 +180,16 @@ extension Promise {
         let key = attachmentKey
         unlock()
         if let attached, let error = attached.errorBeforeBody(key: key) { return .reject(error) }
-        return .start
+        return .start(owner: attached, key: key)
+    }
+
+    /// The attachment of an observer step and its key, read under the lock: an observer's body
+    /// runs also once its chain was cancelled, so it asks nothing, but it runs as the running
+    /// body of its attachment too.
+    @usableFromInline final var observerOwner: (owner: (any PromiseAttachment)?, key: UInt32) {
+        lock()
+        defer { unlock() }
+        return (attachment, attachmentKey)
     }
 
     /// Sets the attachment of a step that no other thread can see yet (before it is added to

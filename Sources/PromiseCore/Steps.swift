@@ -105,11 +105,17 @@ func queueHop<U>(_ step: Promise<U>, on queue: StepQueue) -> ReleasedHandlers {
 }
 
 extension Promise {
-    /// What a step does instead of starting its body, or `nil` if the body may start (see
-    /// `bodyStart`): nothing once the step has settled, or reject with its attachment's error.
-    @inline(__always) @usableFromInline final func releasedInsteadOfBody() -> ReleasedHandlers? {
+    /// What a step does instead of starting its body, or `nil` if the body may start, with
+    /// `owner` and `key` to run it as the running body of (see `bodyStart`): nothing once the
+    /// step has settled, or reject with its attachment's error.
+    @inline(__always) @usableFromInline final func releasedInsteadOfBody(
+        owner: inout (any PromiseAttachment)?, key: inout UInt32
+    ) -> ReleasedHandlers? {
         switch bodyStart {
-        case .start: return nil
+        case .start(let attached, let attachedKey):
+            owner = attached
+            key = attachedKey
+            return nil
         case .settled: return ReleasedHandlers.none
         case .reject(let error): return settle(rejected: error)
         }
@@ -183,9 +189,11 @@ extension Promise {
     override func run(_ value: T) -> ReleasedHandlers {
         let transform = self.transform!
         self.transform = nil
-        if let instead = releasedInsteadOfBody() { return instead }
+        var owner: (any PromiseAttachment)?
+        var key: UInt32 = 0
+        if let instead = releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
         do {
-            return settle(fulfilled: try transform(value))
+            return settle(fulfilled: try runAsBody(of: owner, key: key) { try transform(value) })
         } catch {
             return settle(rejected: error)
         }
@@ -218,10 +226,12 @@ extension Promise {
     override func run(_ value: T) -> ReleasedHandlers {
         let body = self.body!
         self.body = nil
-        if let instead = releasedInsteadOfBody() { return instead }
+        var owner: (any PromiseAttachment)?
+        var key: UInt32 = 0
+        if let instead = releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
         let returned: Promise<R.T>
         do {
-            let rv = try body(value)
+            let rv = try runAsBody(of: owner, key: key) { try body(value) }
             if rv === self { return settle(rejected: PMKError.returnedSelf) }
             returned = rv.asPromise()
         } catch {
@@ -261,6 +271,9 @@ extension Promise {
     /// Observers (`tap`, `ensure`, `catch`, `finally`) run even once this promise has been
     /// settled by a cancellation; other steps do not start then.
     @usableFromInline let isObserver: Bool
+    /// Made with its attachment (`_makeGeneralStep`): an observer's body runs as the running
+    /// body of that attachment (see `observerOwner`).
+    @usableFromInline let isAttachedFromStart: Bool
     /// Set once the body has returned `.settleAs` and the step waits for that promise: the next
     /// call to `handle(settled:)` comes from it.
     @usableFromInline @exclusivity(unchecked) var awaitsReturnedPromise = false
@@ -272,9 +285,11 @@ extension Promise {
         flags: DispatchWorkItemFlags?,
         hop: HopRule,
         isObserver: Bool,
+        isAttachedFromStart: Bool = false,
         body: @escaping (Result<T>) throws -> StepOutcome<U>,
         runner: @escaping (GeneralStep<T, U>, Promise<T>) -> ReleasedHandlers
     ) {
+        self.isAttachedFromStart = isAttachedFromStart
         self.body = body
         self.runner = runner
         self.queue = StepQueue(queue, flags: flags)
@@ -310,12 +325,18 @@ func runGeneralStep<T, U>(_ step: GeneralStep<T, U>, _ source: Promise<T>) -> Re
     let error = source.settledError
     // A body that runs none of the caller's code for this result runs even once the chain is
     // cancelled.
-    if !step.isObserver, step.hop.hops(settledError: error), let instead = step.releasedInsteadOfBody() {
-        return instead
+    var owner: (any PromiseAttachment)?
+    var key: UInt32 = 0
+    if step.hop.hops(settledError: error) {
+        if !step.isObserver {
+            if let instead = step.releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
+        } else if step.isAttachedFromStart {
+            (owner, key) = step.observerOwner
+        }
     }
     let result: Result<T> = if let error { .rejected(error) } else { .fulfilled(source.settledValue) }
     do {
-        switch try body(result) {
+        switch try step.runAsBody(of: owner, key: key, { try body(result) }) {
         case .result(.fulfilled(let value)):
             return step.settle(fulfilled: value)
         case .result(.rejected(let error)):
@@ -380,7 +401,8 @@ extension Promise {
         _ body: @escaping (Result<T>) throws -> StepOutcome<U>
     ) -> _UnconnectedStep<U> {
         let step = GeneralStep<T, U>(
-            queue: queue, flags: flags, hop: hop, isObserver: isObserver, body: body, runner: runGeneralStep)
+            queue: queue, flags: flags, hop: hop, isObserver: isObserver, isAttachedFromStart: true, body: body,
+            runner: runGeneralStep)
         step.initializeAttachment(attachment, key: key)
         return _UnconnectedStep(step)
     }

@@ -141,17 +141,20 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     ///
     /// The cancel function is called at most once, synchronously on the thread that calls
     /// `cancel()`, and only if the promise is still pending then; it is released once the
-    /// promise settles.
+    /// promise settles. Inside `body`, ``CancellationToken/current`` is the token of this
+    /// promise: cancelled when it is cancelled while pending, completed "not cancelled" once it
+    /// settled, so a token-taking API started in `body` can be handed that token.
     @inlinable
     public convenience init(resolver body: (Resolver<T>) throws -> (() -> Void)) {
         let (promise, resolver) = Promise<T>.pending()
+        let storage = CancelStorage.make()
         var cancel: (() -> Void)?
         do {
-            cancel = try body(resolver)
+            cancel = try storage._runFirstBody { try body(resolver) }
         } catch {
             resolver.reject(error)
         }
-        self.init(newChain: promise, cancel: cancel)
+        self.init(member: promise, storage: storage, newChain: true, cancel: cancel)
     }
 
     /// Wraps an existing promise and the function that cancels its task.

@@ -141,12 +141,14 @@ extension CancellablePromise {
     /// ```
     public convenience init(cancellable: (any Cancellable)? = nil, resolver body: (Resolver<T>) throws -> Void) {
         let (promise, resolver) = Promise<T>.pending()
+        let storage = CancelStorage.make()
         do {
-            try body(resolver)
+            try storage._runFirstBody { try body(resolver) }
         } catch {
             resolver.reject(error)
         }
-        self.init(newChain: promise, cancel: cancellable.map { task in { task.cancel() } })
+        self.init(
+            member: promise, storage: storage, newChain: true, cancel: cancellable.map { task in { task.cancel() } })
     }
 
     /// Wraps `promise`, resolved through `resolver`, and the task producing it: cancelling the

@@ -265,6 +265,27 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         readRoot { $0.chain.cancelledError }
     }
 
+    /// The token of the running body of this storage's member of slot `slot`, whose promise is
+    /// `step` (see `ChainState.runningBodyToken`): what `CancellationToken.current` returns.
+    func runningBodyToken(slot: UInt32, step: AnyObject?) -> CancellationToken {
+        let answer = withRootOnly { root, home in
+            root.chain.runningBodyToken(slot: slot, step: step.map(ObjectIdentifier.init), in: home)
+        }
+        switch answer {
+        case .token(let token): return token
+        case .cancelled: return .cancelledAlready
+        case .none: return .none
+        }
+    }
+
+    /// Runs `body`, the body of a cancellable promise's initialiser, before the promise it makes
+    /// is this new storage's first member: as the running body of that member-to-be, whose
+    /// token (if `body` reads `CancellationToken.current`) becomes the member's when the promise
+    /// is added (see `ChainState.adoptFirstBodyToken`).
+    @usableFromInline func _runFirstBody<R>(_ body: () throws -> R) rethrows -> R {
+        try _runAsRunningBody(owner: self, key: ChainState.firstBodySlot, body)
+    }
+
     /// The listed members of the chain (of every table of its group).
     var memberCount: Int {
         readRoot { $0.chain.listedCount }

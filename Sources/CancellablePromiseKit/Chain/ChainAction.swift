@@ -16,6 +16,8 @@ enum ChainAction: Equatable, Sendable {
     case follow(LinkShape, error: String)
     /// What a member held is to be released uncalled after the lock.
     case release(Held)
+    /// A running body's token is to be completed after the lock, cancelled or not.
+    case completeToken(cancelled: Bool)
 
     /// What a link reaches.
     indirect enum LinkShape: Equatable, Sendable {

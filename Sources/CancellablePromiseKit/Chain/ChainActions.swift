@@ -164,6 +164,16 @@ struct ChainActions {
         more?.links.popLast()
     }
 
+    /// Completes `token`, a running body's token (see `ChainState.runningBodyToken`), after the
+    /// lock: its `onCancel` handlers run right after the cancel closures if `cancelled`.
+    mutating func complete(_ token: CancellationToken, cancelled: Bool) {
+        #if DEBUG
+        recorded.append(.completeToken(cancelled: cancelled))
+        #endif
+        isEmpty = false
+        makeMore().tokens.append((token, cancelled))
+    }
+
     /// Calls `body` (a cancel closure) after the lock.
     mutating func call(_ body: @escaping () -> Void) {
         #if DEBUG
@@ -180,6 +190,11 @@ struct ChainActions {
         if let more {
             for body in more.calls { body() }
             more.calls = []
+            if !more.tokens.isEmpty {
+                var tokens: [(token: CancellationToken, cancelled: Bool)] = []
+                swap(&tokens, &more.tokens)
+                for (token, cancelled) in tokens { token.complete(cancelled: cancelled) }
+            }
         }
         if hasSingle {
             var first = ReleasedHandlers.none
@@ -233,4 +248,6 @@ private final class MoreActions {
     /// Links to follow, each with the error the chains it reaches are cancelled with.
     @exclusivity(unchecked) var links: [(link: CancelLink, error: any Error)] = []
     @exclusivity(unchecked) var dropped: [MemberContents] = []
+    /// Running bodies' tokens to complete, cancelled or not.
+    @exclusivity(unchecked) var tokens: [(token: CancellationToken, cancelled: Bool)] = []
 }

@@ -27,9 +27,16 @@ struct MemberContents {
 /// PromiseCore's `replaceAttachment(with:key:)`.)
 struct LeftMember {
     var contents = MemberContents()
+    /// The token its running body read (see `ChainState.runningBodyToken`): it completes "not
+    /// cancelled", the member having settled on its own.
+    var token: CancellationToken?
 
     /// Releases what the member held; its link through `LinkRelease`, without recursing.
     mutating func release() {
+        if let token {
+            self.token = nil
+            token.complete(cancelled: false)
+        }
         if let link = contents.link {
             contents.link = nil
             var links = [link]

@@ -22,6 +22,10 @@ import PromiseCore
 //   the storage that absorbed it.
 // - `join`: two chains become one, the smaller group absorbed by the larger; joining a
 //   cancelled chain cancels the other.
+// - `runningBodyToken`: a body that runs reads its member's token (`CancellationToken.current`),
+//   made on first read; the token is cancelled with the chain (or with the member, cancelled
+//   alone) while the member is pending, completed "not cancelled" when it leaves on its own or
+//   the chain is abandoned (ChainState+RunningBodies.swift).
 //
 // A storage absorbed by a join keeps its members' slots (their promises know their storage and
 // slot), but its table moves into the root's machine (`absorbed`, found by the storage's
@@ -66,6 +70,9 @@ struct ChainState {
     private(set) var group: Group?
     /// The generation of the next slot reserved in any table of the chain.
     private var nextGeneration: UInt32 = 0
+    /// The tokens running bodies of the chain's pending members read, by member; `nil` until
+    /// the first is made, so that a chain whose bodies never read one pays one word for it.
+    var bodyTokens: BodyTokens?
 
     /// The tables of the storages this root absorbed.
     var absorbed: AbsorbedTables { group?.tables ?? AbsorbedTables() }
@@ -207,6 +214,7 @@ struct ChainState {
         into actions: inout ChainActions
     ) {
         let index = Int(key.slot)
+        if bodyTokens != nil { adoptFirstBodyToken(as: key.slot, in: home, attached: attached, into: &actions) }
         guard attached else {
             withTable(home) { table in
                 actions.release(table.take(index))
@@ -226,7 +234,7 @@ struct ChainState {
     /// lock. (Returned rather than recorded in `ChainActions`: settling is the most frequent
     /// event, and it never calls a closure or follows a link.)
     mutating func memberSettled(_ index: Int, in home: MemberHome) -> LeftMember {
-        let left = withTable(home) { table -> LeftMember in
+        var left = withTable(home) { table -> LeftMember in
             guard index < table.slotCount else { return LeftMember() }
             switch table.state(index) {
             case .listed, .detached:
@@ -239,6 +247,7 @@ struct ChainState {
                 return LeftMember()
             }
         }
+        if bodyTokens != nil { left.token = takeBodyToken(UInt32(index), in: home) }
         noteIfEmptied(home)
         return left
     }
@@ -319,6 +328,7 @@ struct ChainState {
             return false
         }
         phase = .cancelled(error, site)
+        if bodyTokens != nil { endBodyTokens(cancelled: true, into: &actions) }
         ChainState.cancelTable(&table, home: root, with: error, into: &actions)
         group?.tables.forEach { storage, table in
             ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
@@ -358,9 +368,13 @@ struct ChainState {
         guard root == winnerRoot else {
             return cancelIfListed(key, in: home, root: root, into: &actions)
         }
-        withExistingTable(home) { table in
-            guard let index = table.listedIndex(of: key) else { return }
+        let rejected = withExistingTable(home) { table -> Bool in
+            guard let index = table.listedIndex(of: key) else { return false }
             ChainState.reject(index, in: &table, home: home.storage, with: boxedCancellation, into: &actions)
+            return true
+        }
+        if rejected == true, bodyTokens != nil, let token = takeBodyToken(key.slot, in: home) {
+            actions.complete(token, cancelled: true)
         }
         noteIfEmptied(home)
     }
@@ -381,6 +395,7 @@ struct ChainState {
         }
         guard isActiveRoot("ChainState.handlesGone: an absorbed storage counts in its root") else { return false }
         phase = .abandoned
+        if bodyTokens != nil { endBodyTokens(cancelled: false, into: &actions) }
         ChainState.abandonTable(&table, into: &actions)
         group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
         return false
@@ -435,17 +450,23 @@ struct ChainState {
         nextGeneration = max(nextGeneration, other.nextGeneration)
         var joining = other.group ?? Group()
         other.group = nil
+        let joiningTokens = other.bodyTokens
+        other.bodyTokens = nil
         var mine = group ?? Group()
         group = nil
         let countsAsHandle: Bool
         switch phase {
         case .active:
             countsAsHandle = true
+            if let joiningTokens { bodyTokens = (bodyTokens ?? [:]).merging(joiningTokens) { mine, _ in mine } }
         case .cancelled(let error, _):
             // Cancelled in chain order, as `cancel` does.
             ChainState.cancelTable(&otherTable, home: otherRoot, with: error, into: &actions)
             joining.tables.forEach { storage, table in
                 ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
+            }
+            if let joiningTokens {
+                for token in joiningTokens.values { actions.complete(token, cancelled: true) }
             }
             countsAsHandle = false
         case .abandoned, .absorbed:
@@ -470,127 +491,5 @@ struct ChainState {
         guard let emptied = group?.emptied, emptied >= 32, 2 * emptied >= group!.tables.count else { return }
         group!.emptied = 0
         group!.tables.dropIdleEntries()
-    }
-}
-
-// MARK: - Members of one table
-
-extension ChainState {
-    /// Cancels the members of `table` (the table of `home`) with `error`: rejects every listed
-    /// promise that does not wait behind an observer; the others settle when the observer
-    /// ahead of them passes the cancellation on (chain order), and what they link to is
-    /// cancelled now. Reserved members are settled when they are listed.
-    static func cancelTable(
-        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, into actions: inout ChainActions
-    ) {
-        guard table.listedCount > 0 else { return }
-        actions.reserveRejections(table.listedCount)
-        var index = 0
-        if table.observersInUse > 0 {
-            while index < table.slotCount {
-                if table.isListed(index) { markWaitingBehindObserver(index, in: &table) }
-                index += 1
-            }
-            index = 0
-        }
-        // `free` may release the array once the last slot is freed: `slotCount` is read again.
-        while index < table.slotCount {
-            if table.isListed(index) {
-                if table.waitsBehindObserver(index) == true {
-                    detachCancellingLinks(index, in: &table, with: error, into: &actions)
-                } else {
-                    reject(index, in: &table, home: home, with: error, into: &actions)
-                }
-            }
-            index += 1
-        }
-    }
-
-    /// Abandons the listed members of `table`: their cancel closures and links are released
-    /// uncalled; their slots are freed by their promises' settle notifications.
-    static func abandonTable(_ table: inout MemberTable, into actions: inout ChainActions) {
-        guard table.listedCount > 0 else { return }
-        var index = 0
-        while index < table.slotCount {
-            if table.isListed(index) {
-                actions.release(table.take(index))
-                table.setState(index, .detached)
-            }
-            index += 1
-        }
-    }
-
-    /// Detaches the member of slot `index` without rejecting its promise (something upstream
-    /// will settle it), cancelling with `error` what it links to and releasing the rest after
-    /// the lock. Its slot is freed by its promise's settle notification.
-    private static func detachCancellingLinks(
-        _ index: Int, in table: inout MemberTable, with error: any Error, into actions: inout ChainActions
-    ) {
-        var taken = table.take(index)
-        if let link = taken.link {
-            taken.link = nil
-            actions.follow(link, error: error)
-        }
-        actions.release(taken)
-        table.setState(index, .detached)
-    }
-
-    /// Rejects the promise of slot `index` under the lock (the one named step that acts under
-    /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
-    /// of there, otherwise leaves it detached for that notification.
-    @inline(__always)
-    private static func reject(
-        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
-        into actions: inout ChainActions
-    ) {
-        let notified = actions.reject(table.take(index), home: home, key: UInt32(index), with: error)
-        if notified {
-            table.free(index)
-        } else {
-            table.setState(index, .detached)
-        }
-    }
-
-    /// Whether slot `index` is an observer or follows one that is still listed (in this
-    /// cancellation pass); computed for a whole table in linear time by remembering the answer
-    /// per slot.
-    private static func markWaitingBehindObserver(_ index: Int, in table: inout MemberTable) {
-        // Common case without allocating: the slot is decided by itself or by its upstream,
-        // already marked.
-        if table.waitsBehindObserver(index) != nil { return }
-        if table.isObserver(index) {
-            table.setWaitsBehindObserver(index, true)
-            return
-        }
-        guard let upstreamKey = table.upstream(index), let upstreamIndex = table.listedIndex(of: upstreamKey) else {
-            table.setWaitsBehindObserver(index, false)
-            return
-        }
-        if let known = table.waitsBehindObserver(upstreamIndex) {
-            table.setWaitsBehindObserver(index, known)
-            return
-        }
-        var path: [Int] = []
-        var current = index
-        var answer: Bool
-        while true {
-            if let known = table.waitsBehindObserver(current) {
-                answer = known
-                break
-            }
-            if table.isObserver(current) {
-                answer = true
-                table.setWaitsBehindObserver(current, true)
-                break
-            }
-            guard let key = table.upstream(current), let next = table.listedIndex(of: key) else {
-                answer = false
-                table.setWaitsBehindObserver(current, false)
-                break
-            }
-            path.append(current)
-            current = next
-        }
-        for waiting in path { table.setWaitsBehindObserver(waiting, answer) }
     }
 }

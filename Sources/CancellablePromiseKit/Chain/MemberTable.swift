@@ -87,6 +87,11 @@ struct MemberTable {
 
     func isListed(_ key: SlotKey) -> Bool { listedIndex(of: key) != nil }
 
+    /// The identity of the promise slot `index` (in use) rejects, if it has one.
+    func targetIdentity(_ index: Int) -> ObjectIdentifier? {
+        slots.readContents(index) { $0.contents.target.map { ObjectIdentifier($0) } }
+    }
+
     // MARK: Changing a slot
 
     /// Moves slot `index` (in use) to `state`, keeping `listedCount`.

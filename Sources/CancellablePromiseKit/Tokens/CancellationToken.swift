@@ -101,6 +101,9 @@ public final class CancellationToken: @unchecked Sendable {
     /// a bare `.none` means `nil`.
     public static let none = CancellationToken(completed: false)
 
+    /// A token already cancelled: what ``current`` returns in a body whose step was cancelled.
+    static let cancelledAlready = CancellationToken(completed: true)
+
     // MARK: The lock
 
     /// Runs `event` on the state with the lock held and returns what it decided. The only code

@@ -1,0 +1,109 @@
+import PromiseCore
+
+// The rule of a running body's token (`CancellationToken.current`), decided by the chain's
+// machine as every other rule: the token of a member whose body runs is made when the body first
+// reads it, cancelled with the chain (or with the member alone, an `autoCancel` loser) while the
+// member is pending, and completed "not cancelled" when the member leaves the chain on its own
+// (its promise settled) or nothing can cancel the chain any more (abandoned). A chain whose
+// bodies never read it keeps no token and pays one word of state.
+
+/// A member of a chain by the table it is listed in (its storage's identity) and its slot
+/// there: what a running body knows its step by.
+struct BodyTokenKey: Hashable {
+    let storage: ObjectIdentifier
+    let slot: UInt32
+}
+
+/// The tokens of a chain's pending members that a running body read.
+typealias BodyTokens = [BodyTokenKey: CancellationToken]
+
+/// What `ChainState.runningBodyToken` answers.
+enum RunningBodyToken: Equatable {
+    /// The member's token, pending (made by this read, or an earlier one).
+    case token(CancellationToken)
+    /// The member was cancelled (with its chain, or alone): a token already cancelled.
+    case cancelled
+    /// Nothing can cancel the member any more (its chain was abandoned): a token that never is.
+    case none
+
+    static func == (a: RunningBodyToken, b: RunningBodyToken) -> Bool {
+        switch (a, b) {
+        case (.token(let x), .token(let y)): return x === y
+        case (.cancelled, .cancelled), (.none, .none): return true
+        default: return false
+        }
+    }
+}
+
+extension ChainState {
+    /// The slot a body uses before its promise is a member (the body of a cancellable promise's
+    /// initialiser, run before the promise is listed): its token moves to the member's slot when
+    /// the promise is attached (`attach`).
+    static let firstBodySlot = UInt32.max
+
+    /// The token of the member whose body runs: slot `slot` of `home`'s table, whose promise is
+    /// `step` (`nil` and `firstBodySlot`: a body run before its promise is listed). In an active
+    /// chain, the member's token, made on the first read; `.cancelled` if the member is no
+    /// longer listed with that promise (a running body's step leaves only when a cancellation
+    /// rejects it); `.cancelled` in a cancelled chain, `.none` in an abandoned one.
+    mutating func runningBodyToken(slot: UInt32, step: ObjectIdentifier?, in home: MemberHome) -> RunningBodyToken {
+        switch phase {
+        case .cancelled: return .cancelled
+        case .abandoned: return .none
+        case .absorbed: preconditionFailure("ChainState.runningBodyToken: ask the root")
+        case .active: break
+        }
+        let key = BodyTokenKey(storage: home.storage, slot: slot)
+        if let token = bodyTokens?[key] { return .token(token) }
+        if let step {
+            let isListedStep = readTable(home) { table -> Bool in
+                let index = Int(slot)
+                guard slot != ChainState.firstBodySlot, index < table.slotCount, table.isListed(index) else {
+                    return false
+                }
+                return table.targetIdentity(index) == step
+            }
+            guard isListedStep else { return .cancelled }
+        } else if slot != ChainState.firstBodySlot {
+            return .cancelled
+        }
+        let made = CancellationToken()
+        bodyTokens = bodyTokens ?? [:]
+        bodyTokens![key] = made
+        return .token(made)
+    }
+
+    /// Takes the token of the member of slot `slot` in `home`'s table, if a body read one.
+    mutating func takeBodyToken(_ slot: UInt32, in home: MemberHome) -> CancellationToken? {
+        let token = bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
+        if bodyTokens?.isEmpty == true { bodyTokens = nil }
+        return token
+    }
+
+    /// Completes every member's token, cancelled or not, after the lock: the chain was cancelled,
+    /// or abandoned.
+    mutating func endBodyTokens(cancelled: Bool, into actions: inout ChainActions) {
+        guard let tokens = bodyTokens else { return }
+        bodyTokens = nil
+        for token in tokens.values { actions.complete(token, cancelled: cancelled) }
+    }
+
+    /// The first member of `home`'s table was attached as slot `slot` (see `attach`): the token
+    /// its initialiser's body read, if any, becomes the member's; if the promise had settled
+    /// first, it completes "not cancelled". (Only a new storage's first member can have one:
+    /// nothing else knows the storage while that body runs.)
+    mutating func adoptFirstBodyToken(
+        as slot: UInt32, in home: MemberHome, attached: Bool, into actions: inout ChainActions
+    ) {
+        guard let token = takeBodyToken(ChainState.firstBodySlot, in: home) else { return }
+        switch phase {
+        case .active where attached:
+            bodyTokens = bodyTokens ?? [:]
+            bodyTokens![BodyTokenKey(storage: home.storage, slot: slot)] = token
+        case .cancelled:
+            actions.complete(token, cancelled: true)
+        default:
+            actions.complete(token, cancelled: false)
+        }
+    }
+}

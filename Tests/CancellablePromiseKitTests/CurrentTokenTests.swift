@@ -1,0 +1,256 @@
+import Dispatch
+import PromiseCore
+import XCTest
+
+@testable import CancellablePromiseKit
+
+// `CancellationToken.current` (DESIGN detail 25) through the public API: which token each body
+// sees, when it is cancelled and when it completes on its own. Bodies run with `on: nil` where
+// the test cancels from inside them, so every step of the rule happens on the test's thread.
+
+final class CurrentTokenTests: XCTestCase {
+    /// Outside every body, on the test's thread and on a queue: `none`.
+    func testOutsideAnyBodyItIsNone() {
+        XCTAssertTrue(CancellationToken.current === CancellationToken.none)
+        let seen = SendableBox<CancellationToken?>(nil)
+        let done = Handshake()
+        DispatchQueue.global().async {
+            seen.value = CancellationToken.current
+            done.signal()
+        }
+        XCTAssertTrue(done.wait())
+        XCTAssertTrue(seen.value === CancellationToken.none)
+    }
+
+    /// A plain promise's bodies see `none`, synchronously or on a queue.
+    func testAPlainPromiseBodySeesNone() {
+        var synchronous: CancellationToken?
+        _ = Promise.value(1).map(on: nil) { value -> Int in
+            synchronous = CancellationToken.current
+            return value
+        }
+        XCTAssertTrue(synchronous === CancellationToken.none)
+        let onQueue = Promise.value(1).map(on: .global()) { _ in CancellationToken.current }
+        XCTAssertTrue(waitForValue(onQueue) === CancellationToken.none)
+    }
+
+    /// A `map` body's token: pending while the body runs, cancelled when the chain is cancelled
+    /// then, its `onCancel` handler run synchronously before `cancel()` returns.
+    func testAMapBodysTokenIsCancelledWithTheChainBeforeCancelReturns() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        let chainBox = SendableBox<CancellablePromise<Int>?>(nil)
+        var events: [String] = []
+        let chain = root.map(on: nil) { value -> Int in
+            let token = CancellationToken.current
+            XCTAssertFalse(token.isCompleted, "pending while the body runs")
+            XCTAssertTrue(CancellationToken.current === token, "the same token on every read")
+            token.onCancel { events.append("onCancel") }
+            chainBox.value!.cancel()
+            events.append("cancel returned")
+            XCTAssertTrue(token.isCancelled)
+            XCTAssertTrue(CancellationToken.current.isCancelled, "read again: cancelled")
+            XCTAssertThrowsError(try CancellationToken.current.checkCancellation())
+            return value
+        }
+        chainBox.value = chain
+        resolver.fulfill(1)
+        XCTAssertEqual(events, ["onCancel", "cancel returned"])
+        XCTAssertTrue(waitForError(chain)?.isCancelled == true, "the body's result is discarded")
+    }
+
+    /// Once the step settled on its own, its token completes "not cancelled" and releases its
+    /// handlers; a later cancel of the chain does not reach it.
+    func testATokenCompletesNotCancelledOnceItsStepSettled() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        var token: CancellationToken?
+        let cancelled = Flag()
+        let chain = root.map(on: nil) { value -> Int in
+            token = CancellationToken.current
+            token!.onCancel { cancelled.raise() }
+            return value + 1
+        }
+        let next = chain.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
+        resolver.fulfill(1)
+        XCTAssertEqual(waitForValue(chain), 2)
+        XCTAssertEqual(token?.isCompleted, true)
+        XCTAssertEqual(token?.isCancelled, false)
+        XCTAssertEqual(token?.pendingHandlerCount, 0, "its handlers are released")
+        next.cancel()
+        XCTAssertFalse(cancelled.value)
+        XCTAssertEqual(token?.isCancelled, false)
+    }
+
+    /// A `then` step's token stays pending while the step waits on the promise its body
+    /// returned, and is cancelled with the chain then.
+    func testAThenBodysTokenCoversTheWaitOnWhatItReturned() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        let (inner, innerResolver) = Promise<Int>.pending()
+        var token: CancellationToken?
+        let chain = root.then(on: nil) { _ -> Promise<Int> in
+            token = CancellationToken.current
+            return inner
+        }
+        resolver.fulfill(1)
+        XCTAssertEqual(token?.isCompleted, false, "the step waits on its returned promise")
+        chain.cancel()
+        XCTAssertEqual(token?.isCancelled, true)
+        innerResolver.fulfill(2)
+    }
+
+    /// A token-taking API started in a `then` body with `.current` is cancelled with the chain.
+    func testHandingTheTokenToATokenTakingAPICancelsItsWork() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        let workCancelled = Flag()
+        func work(cancellationToken: CancellationToken) -> Promise<Int> {
+            let (promise, workResolver) = Promise<Int>.pending()
+            cancellationToken.onCancel {
+                workCancelled.raise()
+                workResolver.reject(CancellablePromiseError.cancelled)
+            }
+            return promise
+        }
+        let chain = root.then(on: nil) { _ in work(cancellationToken: .current) }
+        resolver.fulfill(1)
+        chain.cancel()
+        XCTAssertTrue(workCancelled.value)
+    }
+
+    /// The body of `CancellablePromise(resolver:)` sees the promise's token: cancelled when the
+    /// promise is cancelled while pending; completed "not cancelled" if the body settled it.
+    func testAnInitialisersBodySeesThePromisesToken() {
+        var token: CancellationToken?
+        let promise = CancellablePromise<Int> { _ in
+            token = CancellationToken.current
+            XCTAssertFalse(token!.isCompleted)
+            return {}
+        }
+        XCTAssertEqual(token?.isCompleted, false)
+        promise.cancel()
+        XCTAssertEqual(token?.isCancelled, true)
+
+        var settledToken: CancellationToken?
+        let settled = CancellablePromise<Int> { resolver in
+            settledToken = CancellationToken.current
+            resolver.fulfill(1)
+            return {}
+        }
+        XCTAssertEqual(settledToken?.isCompleted, true)
+        XCTAssertEqual(settledToken?.isCancelled, false)
+        settled.cancel()
+        XCTAssertEqual(settledToken?.isCancelled, false)
+
+        var taskToken: CancellationToken?
+        let withTask = CancellablePromise<Int>(cancellable: nil) { _ in taskToken = CancellationToken.current }
+        withTask.cancel()
+        XCTAssertEqual(taskToken?.isCancelled, true, "init(cancellable:resolver:) too")
+    }
+
+    /// Observer bodies (`ensure`, `tap`) see their step's token; once the chain was cancelled,
+    /// a token already cancelled.
+    func testObserverBodiesSeeTheirTokenCancelledAfterACancel() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        var seen: [Bool] = []
+        let chain = root.tap(on: nil) { _ in seen.append(CancellationToken.current.isCancelled) }
+            .ensure(on: nil) { seen.append(CancellationToken.current.isCancelled) }
+        resolver.fulfill(1)
+        XCTAssertEqual(seen, [false, false])
+        XCTAssertNotNil(waitForValue(chain))
+
+        let (cancelledRoot, cancelledResolver) = CancellablePromise<Int>.pending()
+        var afterCancel: [Bool] = []
+        let cancelledChain = cancelledRoot.ensure(on: nil) { afterCancel.append(CancellationToken.current.isCancelled) }
+        cancelledChain.cancel()
+        XCTAssertEqual(afterCancel, [true])
+        cancelledResolver.fulfill(1)
+    }
+
+    /// Nested bodies: a cancellable body that runs another chain's body synchronously sees the
+    /// inner step's token there and its own again afterwards; a plain promise's body run
+    /// synchronously inside it is part of it.
+    func testNestedBodiesSeeTheInnermostTokenAndTheOuterOneAgainAfterwards() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        var outer: CancellationToken?
+        var inner: CancellationToken?
+        var plain: CancellationToken?
+        var outerAfter: CancellationToken?
+        let chain = root.map(on: nil) { value -> Int in
+            outer = CancellationToken.current
+            _ = CancellablePromise.value(1).map(on: nil) { _ in inner = CancellationToken.current }
+            _ = Promise.value(1).map(on: nil) { _ in plain = CancellationToken.current }
+            outerAfter = CancellationToken.current
+            return value
+        }
+        resolver.fulfill(1)
+        XCTAssertNotNil(waitForValue(chain))
+        XCTAssertNotNil(outer)
+        XCTAssertFalse(inner === outer, "the inner step's own token")
+        XCTAssertFalse(inner === CancellationToken.none)
+        XCTAssertTrue(plain === outer, "a plain body run inside is part of the outer body")
+        XCTAssertTrue(outerAfter === outer, "the outer token again afterwards")
+        XCTAssertTrue(CancellationToken.current === CancellationToken.none, "nothing left marked")
+    }
+
+    /// A body of an abandoned chain (no `CancellablePromise` left) reads a token that is never
+    /// cancelled; one it read before completes "not cancelled".
+    func testAnAbandonedChainsBodySeesATokenThatNeverIsCancelled() {
+        let (root, resolver) = Promise<Int>.pending()
+        let started = Handshake()
+        let release = Handshake()
+        let tokens = SendableBox<[CancellationToken]>([])
+        let finished = Handshake()
+        _ = root.cancellize().map(on: .global()) { value -> Int in
+            tokens.value.append(CancellationToken.current)
+            started.signal()
+            _ = release.wait()
+            tokens.value.append(CancellationToken.current)
+            finished.signal()
+            return value
+        }
+        resolver.fulfill(1)
+        XCTAssertTrue(started.wait())
+        release.signal()
+        XCTAssertTrue(finished.wait())
+        XCTAssertEqual(tokens.value.count, 2)
+        XCTAssertTrue(eventually { tokens.value[0].isCompleted })
+        XCTAssertFalse(tokens.value[0].isCancelled)
+        XCTAssertFalse(tokens.value[1].isCancelled)
+    }
+
+    /// A loser of `race(autoCancel:)` in the winner's chain has its own token cancelled; the
+    /// winner's chain goes on.
+    func testALoserCancelledAloneSeesItsTokenCancelled() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        let (slow, slowResolver) = Promise<Int>.pending()
+        var loserToken: CancellationToken?
+        let loser = root.then(on: nil) { _ -> Promise<Int> in
+            loserToken = CancellationToken.current
+            return slow
+        }
+        let winner = root.map(on: nil) { $0 + 1 }
+        let raced = race([loser, winner], autoCancel: true)
+        resolver.fulfill(1)
+        XCTAssertEqual(waitForValue(raced), 2)
+        XCTAssertEqual(loserToken?.isCancelled, true)
+        XCTAssertFalse(root.isCancelled, "the winner's chain is not cancelled")
+        slowResolver.fulfill(0)
+    }
+
+    /// The body of `CancellablePromise { () async … }` runs in a task: `current` is `none`
+    /// there, and `Task.isCancelled` tells the cancel.
+    func testAnAsyncBodySeesNoneAndItsTaskIsCancelled() async {
+        let started = Handshake()
+        let seen = SendableBox<(CancellationToken?, Bool)>((nil, false))
+        let promise = CancellablePromise<Int> { () async throws -> Int in
+            let token = CancellationToken.current
+            started.signal()
+            do { try await untilCancelled() } catch {}
+            seen.value = (token, Task.isCancelled)
+            return 0
+        }
+        _ = await started.arrival()
+        promise.cancel()
+        _ = await untilHolds { seen.value.1 }
+        XCTAssertTrue(seen.value.0 === CancellationToken.none)
+        XCTAssertTrue(seen.value.1)
+    }
+}
