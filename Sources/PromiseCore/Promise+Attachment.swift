@@ -128,9 +128,10 @@ extension Promise {
 
 /// Whether a step's body may start (see `Promise.bodyStart`).
 @usableFromInline enum BodyStart {
-    /// Pending, and its attachment (`nil` if none) allows it; the body runs as this thread's
-    /// running body for that attachment, which knows the step by `key` (see RunningBody.swift).
-    case start(owner: (any PromiseAttachment)?, key: UInt32)
+    /// Pending, and its attachment (if any) allows it: the body starts, marked as this thread's
+    /// running body for that attachment (`mark`, put back with `leaveRunningBody(_:)` when the
+    /// body returns; `nil` for a step with no attachment, see RunningBody.swift).
+    case start(RunningBodyMark?)
     /// Settled already (rejected by a cancellation): the body must not start.
     case settled
     /// The attachment forbids it: settle with this error instead.
@@ -179,17 +180,21 @@ extension Promise {
         let attached = attachment
         let key = attachmentKey
         unlock()
-        if let attached, let error = attached.errorBeforeBody(key: key) { return .reject(error) }
-        return .start(owner: attached, key: key)
+        guard let attached else { return .start(nil) }
+        if let error = attached.errorBeforeBody(key: key) { return .reject(error) }
+        return .start(enterRunningBody(owner: attached, key: key, step: self))
     }
 
-    /// The attachment of an observer step and its key, read under the lock: an observer's body
-    /// runs also once its chain was cancelled, so it asks nothing, but it runs as the running
-    /// body of its attachment too.
-    @usableFromInline final var observerOwner: (owner: (any PromiseAttachment)?, key: UInt32) {
+    /// Marks an observer step's body as the running body of its attachment, read under the
+    /// lock (`nil` if it has none any more): an observer's body runs also once its chain was
+    /// cancelled, so it asks nothing, but it sees its step as every body does.
+    @usableFromInline final func enterObserverBody() -> RunningBodyMark? {
         lock()
-        defer { unlock() }
-        return (attachment, attachmentKey)
+        let attached = attachment
+        let key = attachmentKey
+        unlock()
+        guard let attached else { return nil }
+        return enterRunningBody(owner: attached, key: key, step: self)
     }
 
     /// Sets the attachment of a step that no other thread can see yet (before it is added to

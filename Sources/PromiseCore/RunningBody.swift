@@ -8,43 +8,40 @@ internal import CPromiseLock
 // synchronously (a step settled on this thread, `on: nil`) marks that one while it runs, and its
 // own again afterwards. The record is CPromiseLock's thread-local `cpk_running_body`.
 
-/// A running-body record, as it was before a body was marked: put back when the body returns.
+/// A running-body record, as it was before a body was marked, and where this thread keeps it:
+/// put back when the body returns (on the same thread).
 @usableFromInline struct RunningBodyMark {
-    let owner: UnsafeRawPointer?
-    let step: UnsafeRawPointer?
-    let key: UInt32
+    let record: OpaquePointer
+    let previous: (owner: UnsafeRawPointer?, step: UnsafeRawPointer?, key: UInt32)
+    /// Whether the record holds a reference to the owner, released when the mark is put back.
+    let holdsOwner: Bool
 }
 
 /// Marks the body of `step` (`nil`: a body that runs before its promise is listed anywhere),
 /// governed by `owner`, which knows it by `key`, as this thread's running body; returns the mark
-/// to put back with `leaveRunningBody(_:)`. The caller keeps `owner` and `step` alive until then.
-@usableFromInline func enterRunningBody(owner: AnyObject, key: UInt32, step: AnyObject?) -> RunningBodyMark {
+/// to put back with `leaveRunningBody(_:)`. With `holdingOwner`, the record holds `owner` until
+/// then (a step's attachment: a cancellation may release the step's own reference meanwhile);
+/// otherwise the caller keeps it alive. The caller keeps `step` alive.
+@usableFromInline func enterRunningBody(
+    owner: AnyObject, key: UInt32, step: AnyObject?, holdingOwner: Bool = true
+) -> RunningBodyMark {
     let record = cpk_running_body_record()!
-    let previous = RunningBodyMark(owner: record.pointee.owner, step: record.pointee.step, key: record.pointee.key)
+    let previous = record.pointee
+    let ownerPointer =
+        holdingOwner ? Unmanaged.passRetained(owner).toOpaque() : Unmanaged.passUnretained(owner).toOpaque()
     record.pointee = cpk_running_body(
-        owner: UnsafeRawPointer(Unmanaged.passUnretained(owner).toOpaque()),
-        step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
+        owner: UnsafeRawPointer(ownerPointer), step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
         key: key)
-    return previous
+    return RunningBodyMark(
+        record: OpaquePointer(record), previous: (previous.owner, previous.step, previous.key), holdsOwner: holdingOwner)
 }
 
-/// Puts back the record `enterRunningBody` replaced.
-@usableFromInline func leaveRunningBody(_ previous: RunningBodyMark) {
-    cpk_running_body_record()!.pointee = cpk_running_body(owner: previous.owner, step: previous.step, key: previous.key)
-}
-
-extension Promise {
-    /// Runs `body`, this step's body, as this thread's running body for `owner`, the step's
-    /// attachment (which knows it by `key`); just runs it if there is none. `owner` is kept alive
-    /// while `body` runs (a cancellation may release the step's own reference meanwhile).
-    @inlinable @inline(__always) final func runAsBody<R>(
-        of owner: (any PromiseAttachment)?, key: UInt32, _ body: () throws -> R
-    ) rethrows -> R {
-        guard let owner else { return try body() }
-        let previous = enterRunningBody(owner: owner, key: key, step: self)
-        defer { leaveRunningBody(previous) }
-        return try withExtendedLifetime(owner) { try body() }
-    }
+/// Puts back the record `enterRunningBody` replaced, and releases the owner it held.
+@usableFromInline func leaveRunningBody(_ mark: RunningBodyMark) {
+    let record = UnsafeMutablePointer<cpk_running_body>(mark.record)
+    let owner = record.pointee.owner
+    record.pointee = cpk_running_body(owner: mark.previous.owner, step: mark.previous.step, key: mark.previous.key)
+    if mark.holdsOwner, let owner { Unmanaged<AnyObject>.fromOpaque(owner).release() }
 }
 
 /// This thread's running body, if any: the owner that governs it, its key there, and its step
@@ -61,8 +58,9 @@ package func _runningBody() -> (owner: AnyObject, key: UInt32, step: AnyObject?)
 
 /// Runs `body` as this thread's running body for `owner`, which knows it by `key`, before its
 /// promise is listed (the body of a cancellable promise's initialiser, which makes the promise).
-package func _runAsRunningBody<R>(owner: AnyObject, key: UInt32, _ body: () throws -> R) rethrows -> R {
-    let previous = enterRunningBody(owner: owner, key: key, step: nil)
-    defer { leaveRunningBody(previous) }
-    return try withExtendedLifetime(owner) { try body() }
+/// The caller keeps `owner` alive while `body` runs.
+@inlinable package func _runAsRunningBody(owner: AnyObject, key: UInt32, _ body: () throws -> Void) rethrows {
+    let mark = enterRunningBody(owner: owner, key: key, step: nil, holdingOwner: false)
+    defer { leaveRunningBody(mark) }
+    try body()
 }

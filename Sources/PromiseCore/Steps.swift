@@ -105,16 +105,13 @@ func queueHop<U>(_ step: Promise<U>, on queue: StepQueue) -> ReleasedHandlers {
 }
 
 extension Promise {
-    /// What a step does instead of starting its body, or `nil` if the body may start, with
-    /// `owner` and `key` to run it as the running body of (see `bodyStart`): nothing once the
-    /// step has settled, or reject with its attachment's error.
-    @inline(__always) @usableFromInline final func releasedInsteadOfBody(
-        owner: inout (any PromiseAttachment)?, key: inout UInt32
-    ) -> ReleasedHandlers? {
+    /// What a step does instead of starting its body, or `nil` if the body may start, marked as
+    /// `mark` says (see `bodyStart`): nothing once the step has settled, or reject with its
+    /// attachment's error.
+    @inline(__always) @usableFromInline final func releasedInsteadOfBody(mark: inout RunningBodyMark?) -> ReleasedHandlers? {
         switch bodyStart {
-        case .start(let attached, let attachedKey):
-            owner = attached
-            key = attachedKey
+        case .start(let started):
+            mark = started
             return nil
         case .settled: return ReleasedHandlers.none
         case .reject(let error): return settle(rejected: error)
@@ -189,12 +186,14 @@ extension Promise {
     override func run(_ value: T) -> ReleasedHandlers {
         let transform = self.transform!
         self.transform = nil
-        var owner: (any PromiseAttachment)?
-        var key: UInt32 = 0
-        if let instead = releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
+        var mark: RunningBodyMark?
+        if let instead = releasedInsteadOfBody(mark: &mark) { return instead }
         do {
-            return settle(fulfilled: try runAsBody(of: owner, key: key) { try transform(value) })
+            let transformed = try transform(value)
+            if let mark { leaveRunningBody(mark) }
+            return settle(fulfilled: transformed)
         } catch {
+            if let mark { leaveRunningBody(mark) }
             return settle(rejected: error)
         }
     }
@@ -226,15 +225,16 @@ extension Promise {
     override func run(_ value: T) -> ReleasedHandlers {
         let body = self.body!
         self.body = nil
-        var owner: (any PromiseAttachment)?
-        var key: UInt32 = 0
-        if let instead = releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
+        var mark: RunningBodyMark?
+        if let instead = releasedInsteadOfBody(mark: &mark) { return instead }
         let returned: Promise<R.T>
         do {
-            let rv = try runAsBody(of: owner, key: key) { try body(value) }
+            let rv = try body(value)
+            if let mark { leaveRunningBody(mark) }
             if rv === self { return settle(rejected: PMKError.returnedSelf) }
             returned = rv.asPromise()
         } catch {
+            if let mark { leaveRunningBody(mark) }
             return settle(rejected: error)
         }
         if returned === self { return settle(rejected: PMKError.returnedSelf) }
@@ -325,29 +325,32 @@ func runGeneralStep<T, U>(_ step: GeneralStep<T, U>, _ source: Promise<T>) -> Re
     let error = source.settledError
     // A body that runs none of the caller's code for this result runs even once the chain is
     // cancelled.
-    var owner: (any PromiseAttachment)?
-    var key: UInt32 = 0
+    var mark: RunningBodyMark?
     if step.hop.hops(settledError: error) {
         if !step.isObserver {
-            if let instead = step.releasedInsteadOfBody(owner: &owner, key: &key) { return instead }
+            if let instead = step.releasedInsteadOfBody(mark: &mark) { return instead }
         } else if step.isAttachedFromStart {
-            (owner, key) = step.observerOwner
+            mark = step.enterObserverBody()
         }
     }
     let result: Result<T> = if let error { .rejected(error) } else { .fulfilled(source.settledValue) }
+    let outcome: StepOutcome<U>
     do {
-        switch try step.runAsBody(of: owner, key: key, { try body(result) }) {
-        case .result(.fulfilled(let value)):
-            return step.settle(fulfilled: value)
-        case .result(.rejected(let error)):
-            return step.settle(rejected: error)
-        case .settleAs(let promise):
-            if promise === step { return step.settle(rejected: PMKError.returnedSelf) }
-            step.awaitsReturnedPromise = true
-            return promise.addHandler(step)
-        }
+        outcome = try body(result)
+        if let mark { leaveRunningBody(mark) }
     } catch {
+        if let mark { leaveRunningBody(mark) }
         return step.settle(rejected: error)
+    }
+    switch outcome {
+    case .result(.fulfilled(let value)):
+        return step.settle(fulfilled: value)
+    case .result(.rejected(let error)):
+        return step.settle(rejected: error)
+    case .settleAs(let promise):
+        if promise === step { return step.settle(rejected: PMKError.returnedSelf) }
+        step.awaitsReturnedPromise = true
+        return promise.addHandler(step)
     }
 }
 

@@ -150,7 +150,7 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
         let storage = CancelStorage.make()
         var cancel: (() -> Void)?
         do {
-            cancel = try storage._runFirstBody { try body(resolver) }
+            try storage._runFirstBody { cancel = try body(resolver) }
         } catch {
             resolver.reject(error)
         }

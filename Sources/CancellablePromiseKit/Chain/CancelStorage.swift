@@ -282,8 +282,8 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// is this new storage's first member: as the running body of that member-to-be, whose
     /// token (if `body` reads `CancellationToken.current`) becomes the member's when the promise
     /// is added (see `ChainState.adoptFirstBodyToken`).
-    @usableFromInline func _runFirstBody<R>(_ body: () throws -> R) rethrows -> R {
-        try _runAsRunningBody(owner: self, key: ChainState.firstBodySlot, body)
+    @inlinable func _runFirstBody(_ body: () throws -> Void) rethrows {
+        try _runAsRunningBody(owner: self, key: UInt32.max, body)
     }
 
     /// The listed members of the chain (of every table of its group).

@@ -39,6 +39,7 @@ extension ChainState {
     /// The slot a body uses before its promise is a member (the body of a cancellable promise's
     /// initialiser, run before the promise is listed): its token moves to the member's slot when
     /// the promise is attached (`attach`).
+    /// (`CancelStorage._runFirstBody` spells it `UInt32.max`: it is inlined into clients.)
     static let firstBodySlot = UInt32.max
 
     /// The token of the member whose body runs: slot `slot` of `home`'s table, whose promise is
@@ -73,7 +74,9 @@ extension ChainState {
         return .token(made)
     }
 
-    /// Takes the token of the member of slot `slot` in `home`'s table, if a body read one.
+    /// Takes the token of the member of slot `slot` in `home`'s table, if a body read one. Out of
+    /// line: the events of every chain link call it only once a body has read a token.
+    @inline(never)
     mutating func takeBodyToken(_ slot: UInt32, in home: MemberHome) -> CancellationToken? {
         let token = bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
         if bodyTokens?.isEmpty == true { bodyTokens = nil }
