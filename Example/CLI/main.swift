@@ -1,4 +1,4 @@
-// `swift run Example [mirrors [--url U…] | subtasks | adopt | search | share]`: see ExampleSupport for the code
+// `swift run Example [mirrors [--url U…] | subtasks | adopt | search | share | render]`: see ExampleSupport for the code
 // of each scenario; this file only parses the arguments and waits.
 import CancellablePromiseKit
 import ExampleSupport
@@ -23,7 +23,7 @@ if command == .help {
 }
 
 if command == .all {
-    say("CancellablePromiseKit example: five scenarios, times in ms since each one started.")
+    say("CancellablePromiseKit example: six scenarios, times in ms since each one started.")
     say("Run `swift run Example help` for the subcommands.\n")
 }
 // Every handler of the scenarios runs on a timer queue or synchronously (`on: nil`); `hang`

@@ -16,6 +16,8 @@ public enum Command: Equatable, Sendable {
     case search
     /// `share`.
     case share
+    /// `render`.
+    case render
     /// `help`, `--help`, `-h`.
     case help
 
@@ -27,9 +29,9 @@ public enum Command: Equatable, Sendable {
 
     /// The usage text.
     public static let usage = """
-        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | search | share | help]
+        usage: Example [mirrors [--url URL --url URL ...] | subtasks | adopt | search | share | render | help]
 
-          (none)     run the five scenarios below, one after the other (no network)
+          (none)     run the six scenarios below, one after the other (no network)
           mirrors    race simulated mirrors with autoCancel: the first answer wins, the
                      others are stopped; with --url, race real URLs instead
           subtasks   a task built from sub-promises (cancelPromise, when(_:while:)),
@@ -41,6 +43,8 @@ public enum Command: Equatable, Sendable {
           share      two screens load the same image through one download
                      (InFlightCoalescer): the first closes and the download goes on,
                      the second closes and the download stops
+          render     a CPU-bound map(on: .global()) step is running when its screen
+                     closes: it checks CancellationToken.current and stops at its next row
         """
 
     /// Parses the arguments that follow the program name.
@@ -51,13 +55,14 @@ public enum Command: Equatable, Sendable {
         case "help", "--help", "-h":
             guard rest.isEmpty else { throw UsageError(description: "help takes no arguments") }
             return .help
-        case "subtasks", "adopt", "search", "share":
+        case "subtasks", "adopt", "search", "share", "render":
             guard rest.isEmpty else { throw UsageError(description: "\(first) takes no arguments") }
             switch first {
             case "subtasks": return .subtasks
             case "adopt": return .adopt
             case "search": return .search
-            default: return .share
+            case "share": return .share
+            default: return .render
             }
         case "mirrors":
             return try parseMirrors(rest)

@@ -37,6 +37,11 @@ public struct Scenario: Sendable {
         name: "share", title: "two screens, one download: InFlightCoalescer",
         introduction: ShareScenario.introduction, run: { ShareScenario.run(timeline: $0) })
 
+    /// A CPU-bound step that stops early when its screen closes (`CancellationToken.current`).
+    public static let render = Scenario(
+        name: "render", title: "a running render stops when its screen closes: CancellationToken.current",
+        introduction: RenderScenario.introduction, run: { RenderScenario.run(timeline: $0) })
+
     /// The race over real URLs.
     public static func mirrors(urls: [URL]) -> Scenario {
         Scenario(
@@ -48,13 +53,14 @@ public struct Scenario: Sendable {
     /// The scenarios a command runs (none for `help`).
     public static func scenarios(for command: Command) -> [Scenario] {
         switch command {
-        case .all: return [.mirrors, .subtasks, .adopt, .search, .share]
+        case .all: return [.mirrors, .subtasks, .adopt, .search, .share, .render]
         case .mirrors: return [.mirrors]
         case .mirrorURLs(let urls): return [.mirrors(urls: urls)]
         case .subtasks: return [.subtasks]
         case .adopt: return [.adopt]
         case .search: return [.search]
         case .share: return [.share]
+        case .render: return [.render]
         case .help: return []
         }
     }

@@ -16,6 +16,8 @@ public struct TimelineEvent: Sendable, CustomStringConvertible {
         case cancelRequested
         /// A task's cancel handler ran: the work itself was stopped.
         case cancelHandler
+        /// A running body saw its step's token cancelled and stopped before its end.
+        case stopped
         /// A promise was rejected because its chain was cancelled.
         case rejectedByCancel
         /// A `then`/`map`/`done` body ran.

@@ -5,7 +5,8 @@ import XCTest
 final class CommandTests: XCTestCase {
     func testNoArgumentsRunsEveryScenario() throws {
         XCTAssertEqual(try Command.parse([]), .all)
-        XCTAssertEqual(Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt", "search", "share"])
+        XCTAssertEqual(
+            Scenario.scenarios(for: .all).map(\.name), ["mirrors", "subtasks", "adopt", "search", "share", "render"])
     }
 
     func testSubcommands() throws {
@@ -15,6 +16,8 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try Command.parse(["search"]), .search)
         XCTAssertEqual(try Command.parse(["share"]), .share)
         XCTAssertEqual(Scenario.scenarios(for: .share).map(\.name), ["share"])
+        XCTAssertEqual(try Command.parse(["render"]), .render)
+        XCTAssertEqual(Scenario.scenarios(for: .render).map(\.name), ["render"])
         XCTAssertEqual(try Command.parse(["--help"]), .help)
         XCTAssertTrue(Scenario.scenarios(for: .help).isEmpty)
     }
@@ -27,7 +30,7 @@ final class CommandTests: XCTestCase {
     func testBadArgumentsAreUsageErrors() {
         let bad: [[String]] = [
             ["mirror"], ["mirrors", "--url"], ["mirrors", "--url", "ftp://a.example/f"], ["mirrors", "--url", "nope"],
-            ["mirrors", "--fast"], ["adopt", "now"], ["search", "swift"], ["share", "now"],
+            ["mirrors", "--fast"], ["adopt", "now"], ["search", "swift"], ["share", "now"], ["render", "--rows", "10"],
             ["subtasks", "--url", "https://a.example"],
             ["help", "me"],
         ]

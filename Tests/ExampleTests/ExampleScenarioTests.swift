@@ -168,6 +168,50 @@ final class ExampleScenarioTests: XCTestCase {
         XCTAssertEqual(events.last?.subject, "(end)")
     }
 
+    // The render's body runs on a global queue while the scenario's clock is virtual: the test
+    // holds the body at row 5 while the screen closes, then lets it go on. It stops at its next
+    // check, so it has rendered exactly rows 0 to 5, whatever the speed of the machine.
+    func testRenderARunningBodyStopsAtItsNextCheckOnceTheScreenCloses() {
+        let scheduler = TestScheduler()
+        let timeline = Timeline(scheduler: scheduler)
+        let atRow5 = Handshake()
+        let goOn = Handshake()
+        let rowsRendered = Counter()
+        let over = RenderScenario.run(timeline: timeline, rows: 1_000) { row in
+            _ = rowsRendered.increment()
+            if row == 5 {
+                atRow5.signal()
+                goOn.wait()
+            }
+            return UInt64(row)
+        }
+        scheduler.advance(by: 0.1)  // the download finishes; the map body starts on a global queue
+        XCTAssertTrue(atRow5.wait(), "the render is running")
+        scheduler.advance(to: Double(RenderScenario.closeAfter) / 1_000)  // the screen closes
+        goOn.signal()
+        XCTAssertTrue(eventually { timeline.events.contains { $0.kind == .stopped } })
+        scheduler.run()
+        XCTAssertNotNil(waitForValue(over), "the scenario ends once the body has returned")
+
+        let events = timeline.events
+        XCTAssertEqual(rowsRendered.value, 6, "rows 0 to 5, then the check before row 6 threw")
+        let started = index(of: .body, "render", in: events)
+        let closed = index(of: .cancelRequested, "screen", in: events)
+        let onCancel = index(of: .cancelHandler, "render", in: events)
+        let returned = events.firstIndex { $0.subject == "screen" && $0.message.hasPrefix("cancel() returned") } ?? -1
+        let stopped = index(of: .stopped, "render", in: events)
+        XCTAssertLessThan(started, closed)
+        XCTAssertLessThan(closed, onCancel)
+        XCTAssertLessThan(onCancel, returned, "the token's onCancel runs before cancel() returns")
+        XCTAssertLessThan(returned, stopped)
+        XCTAssertLessThan(closed, index(of: .rejectedByCancel, "screen", in: events))
+        XCTAssertTrue(events[stopped].message.contains("stopped after 6 of 1000 rows"))
+        XCTAssertEqual(events[stopped].milliseconds, RenderScenario.closeAfter, "no virtual time passed")
+        XCTAssertFalse(subjects(.finished, in: events).contains("render"), "the render never ran to its end")
+        XCTAssertTrue(subjects(.outcome, in: events).isEmpty, "no thumbnail shown")
+        XCTAssertEqual(events.last?.message, "the render stopped 0 ms after the screen closed; thumbnail shown: no")
+    }
+
     func testRunnerPrintsHeadingIntroductionAndTimeline() {
         let lines = Recorder<String>()
         let over = Handshake()

@@ -48,7 +48,9 @@ extension CancellablePromise {
     /// `cancel()` rejects this promise with `CancellablePromiseError.cancelled` at once (before
     /// it returns), then cancels the `Task`; whatever `operation` returns or throws afterwards
     /// is discarded. `operation` sees the cancellation as Swift Concurrency cancellation
-    /// (`Task.isCancelled`, `Task.checkCancellation()`, cancellable awaits).
+    /// (`Task.isCancelled`, `Task.checkCancellation()`, cancellable awaits);
+    /// `CancellationToken.current` is ``CancellationToken/none`` in it, as it runs in a `Task`
+    /// rather than as a body of the chain.
     ///
     /// ```swift
     /// let image = CancellablePromise { try await loader.image(at: url) }

@@ -11,7 +11,8 @@ import PromiseCore
 /// - every pending promise of the chain is rejected with `CancellablePromiseError.cancelled`
 ///   before `cancel()` returns, and the cancel closure of every pending task is called once;
 /// - no `then`/`map`/`compactMap`/`done`/`get`/`recover` body that has not started will run (a
-///   body already running completes; its result is discarded);
+///   body already running completes; its result is discarded; it sees the cancel through
+///   ``CancellationToken/current`` and can stop early);
 /// - `ensure`, `ensureThen`, `finally`, `tap` and `catch(policy: .allErrors)` still run, with the
 ///   cancellation error; the default `catch` policy skips it.
 ///
