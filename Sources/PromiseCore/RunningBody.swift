@@ -30,10 +30,12 @@ internal import CPromiseLock
     let ownerPointer =
         holdingOwner ? Unmanaged.passRetained(owner).toOpaque() : Unmanaged.passUnretained(owner).toOpaque()
     record.pointee = cpk_running_body(
-        owner: UnsafeRawPointer(ownerPointer), step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
+        owner: UnsafeRawPointer(ownerPointer),
+        step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
         key: key)
     return RunningBodyMark(
-        record: OpaquePointer(record), previous: (previous.owner, previous.step, previous.key), holdsOwner: holdingOwner)
+        record: OpaquePointer(record), previous: (previous.owner, previous.step, previous.key), holdsOwner: holdingOwner
+    )
 }
 
 /// Puts back the record `enterRunningBody` replaced, and releases the owner it held.

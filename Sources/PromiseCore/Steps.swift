@@ -108,7 +108,9 @@ extension Promise {
     /// What a step does instead of starting its body, or `nil` if the body may start, marked as
     /// `mark` says (see `bodyStart`): nothing once the step has settled, or reject with its
     /// attachment's error.
-    @inline(__always) @usableFromInline final func releasedInsteadOfBody(mark: inout RunningBodyMark?) -> ReleasedHandlers? {
+    @inline(__always) @usableFromInline final func releasedInsteadOfBody(
+        mark: inout RunningBodyMark?
+    ) -> ReleasedHandlers? {
         switch bodyStart {
         case .start(let started):
             mark = started
