@@ -201,9 +201,9 @@ final class CancelBagTests: XCTestCase {
             stored.store(in: bag)
             weakStored = stored
             let (head, headResolver) = CancellablePromise<Int>.pending()
-            let tail = head.done(on: nil) { _ in }
-            tail.catch(on: nil) { _ in }.store(in: bag)
-            weakFinalized = tail
+            let finalizer = head.done(on: nil) { _ in }.catch(on: nil) { _ in }
+            finalizer.store(in: bag)
+            weakFinalized = finalizer.chain  // the `catch` step's promise, a handle of the chain
             resolvers = [storedResolver, headResolver]
         }
         XCTAssertNotNil(weakStored, "the bag keeps a pending chain cancellable")
@@ -263,10 +263,11 @@ final class CancelBagTests: XCTestCase {
         resolvers.reserveCapacity(200_000)
         for index in 0..<200_000 {
             let (promise, resolver) = CancellablePromise<Int>.pending()
-            let tail = promise.done(on: nil) { _ in }
-            tail.catch(on: nil) { _ in }.store(in: bag)
-            if index == 0 { weakFirst = tail }
-            if index == 199_999 { weakLast = tail }
+            let finalizer = promise.done(on: nil) { _ in }.catch(on: nil) { _ in }
+            finalizer.store(in: bag)
+            // The `catch` step's promise, a handle of the chain the bag keeps cancellable.
+            if index == 0 { weakFirst = finalizer.chain }
+            if index == 199_999 { weakLast = finalizer.chain }
             resolvers.append(resolver)
         }
         XCTAssertEqual(bag.storedCount, 200_000)

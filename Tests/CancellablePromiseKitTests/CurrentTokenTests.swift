@@ -254,3 +254,52 @@ final class CurrentTokenTests: XCTestCase {
         XCTAssertTrue(seen.value.1)
     }
 }
+
+extension CurrentTokenTests {
+    /// `catch` and `finally` bodies are members of the chain too: each sees its own token,
+    /// cancelled when the chain is cancelled while it is pending.
+    func testCatchAndFinallyBodiesSeeTheirOwnTokens() {
+        struct Failure: Error {}
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        var catchToken: CancellationToken?
+        var finallyToken: CancellationToken?
+        let finalizerBox = SendableBox<CancellableFinalizer?>(nil)
+        let finalizer = root.map(on: nil) { _ -> Int in throw Failure() }
+            .catch(on: nil) { _ in
+                catchToken = CancellationToken.current
+                XCTAssertFalse(catchToken!.isCompleted, "pending while the catch body runs")
+                finalizerBox.value!.cancel()
+                XCTAssertTrue(catchToken!.isCancelled, "cancelled with the chain while its body runs")
+            }
+        finalizerBox.value = finalizer
+        finalizer.finally(on: nil) { finallyToken = CancellationToken.current }
+        resolver.fulfill(1)
+        XCTAssertEqual(catchToken?.isCancelled, true)
+        XCTAssertEqual(finallyToken?.isCancelled, true, "the chain was cancelled before finally's body ran")
+
+        var laterCatch: CancellationToken?
+        var laterFinally: CancellationToken?
+        let (other, otherResolver) = CancellablePromise<Int>.pending()
+        other.map(on: nil) { _ -> Int in throw Failure() }
+            .catch(on: nil) { _ in laterCatch = CancellationToken.current }
+            .finally(on: nil) { laterFinally = CancellationToken.current }
+        otherResolver.fulfill(1)
+        XCTAssertEqual(laterCatch?.isCancelled, false)
+        XCTAssertEqual(laterCatch?.isCompleted, true, "completed once the catch step settled")
+        XCTAssertEqual(laterFinally?.isCancelled, false)
+        XCTAssertFalse(laterCatch === laterFinally)
+    }
+
+    /// `catch(policy: .allErrors)` after the chain was cancelled: its body receives the
+    /// cancellation and sees a cancelled token.
+    func testACatchBodyRunForTheChainsCancellationSeesACancelledToken() {
+        let (root, resolver) = CancellablePromise<Int>.pending()
+        var seen: CancellationToken?
+        let finalizer = root.done(on: nil) { _ in }.catch(on: nil, policy: .allErrors) { _ in
+            seen = CancellationToken.current
+        }
+        finalizer.cancel()
+        XCTAssertEqual(seen?.isCancelled, true)
+        resolver.fulfill(1)
+    }
+}

@@ -319,7 +319,7 @@ extension CancellableFinalizer {
     /// fetchUser().done { self.show($0) }.catch { self.show($0) }.store(in: bag)
     /// ```
     public func store(in bag: CancelBag) {
-        bag.store(chain, until: promise)
+        bag.store(end, until: end.promise)
     }
 }
 

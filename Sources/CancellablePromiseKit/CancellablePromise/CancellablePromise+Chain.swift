@@ -173,6 +173,9 @@ extension CancellablePromise {
     /// Handles a rejection; `body` runs on `on` (default `conf.Q.return`). With the default
     /// policy cancellation errors are skipped; `.allErrors` receives them, including the
     /// chain's own cancellation. The finalizer can still cancel the chain.
+    ///
+    /// The `catch` step is a member of the chain that a cancellation does not reject (an
+    /// observer, as `ensure`): its body sees its own ``CancellationToken/current``.
     @discardableResult
     @inlinable public func `catch`(
         on: DispatchQueue? = conf.Q.return,
@@ -180,7 +183,16 @@ extension CancellablePromise {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) -> Void
     ) -> CancellableFinalizer {
-        CancellableFinalizer(promise.catch(on: on, flags: flags, policy: policy, body)._promise, chain: self)
+        CancellableFinalizer(
+            step(isObserver: true) { member in
+                promise._makeGeneralStep(
+                    on: on, flags: flags, hop: .rejected(policy), isObserver: true, attachment: member.storage,
+                    key: member.key.slot
+                ) { result -> StepOutcome<Void> in
+                    if case .rejected(let error) = result, policy.catches(error) { body(error) }
+                    return .result(.fulfilled(()))
+                }
+            })
     }
 
     /// Recovers from a rejection with the thenable `body` returns (while this chain waits on a
@@ -346,16 +358,18 @@ extension Thenable {
 
 /// The end of a cancellable chain, returned by `catch`: it can still cancel the chain.
 public final class CancellableFinalizer: Sendable {
-    /// The `catch` step that ends the chain.
-    @usableFromInline let promise: Promise<Void>
+    /// The `catch` step that ends the chain, a member of it: a handle of the chain.
+    @usableFromInline let end: CancellablePromise<Void>
 
-    /// A handle of the chain: the promise `catch` was called on.
-    @usableFromInline let chain: any _CancelHandle
-
-    @usableFromInline init(_ promise: Promise<Void>, chain: any _CancelHandle) {
-        self.promise = promise
-        self.chain = chain
+    @usableFromInline init(_ end: CancellablePromise<Void>) {
+        self.end = end
     }
+
+    /// A handle of the chain.
+    @usableFromInline var chain: CancellablePromise<Void> { end }
+
+    /// The `catch` step's promise.
+    @usableFromInline var promise: Promise<Void> { end.promise }
 
     /// The chain's context (made on first use; the same one its promises return).
     public var cancelContext: CancelContext { chain._handleContext }
@@ -395,10 +409,15 @@ public final class CancellableFinalizer: Sendable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping () -> Void
     ) -> CancelContext {
-        // `PMKFinalizer.finally`'s step: an observer that always hops to `on`.
-        _ = promise._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { _ in
-            body()
-            return .result(.fulfilled(()))
+        // `PMKFinalizer.finally`'s step: an observer that always hops to `on`, a member of the
+        // chain (its body sees its own `CancellationToken.current`).
+        _ = end.observer { member in
+            end.promise._makeGeneralStep(
+                on: on, flags: flags, hop: .always, isObserver: true, attachment: member.storage, key: member.key.slot
+            ) { _ in
+                body()
+                return .result(.fulfilled(()))
+            }
         }
         return cancelContext
     }

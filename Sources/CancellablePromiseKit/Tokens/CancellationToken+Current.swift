@@ -5,8 +5,8 @@ extension CancellationToken {
     /// `Task.checkCancellation()` are to a task, for the bodies of a cancellable chain.
     ///
     /// Inside a body that a `CancellablePromise` runs — the body of every operator (`then`,
-    /// `map`, `compactMap`, `done`, `get`, `tap`, `recover`, `ensure`, `ensureThen`, the sequence
-    /// operators…) and the body of ``CancellablePromise/init(resolver:)`` or
+    /// `map`, `compactMap`, `done`, `get`, `tap`, `recover`, `ensure`, `ensureThen`, `catch`,
+    /// the finalizer's `finally`, the sequence operators…) and the body of ``CancellablePromise/init(resolver:)`` or
     /// `init(cancellable:resolver:)` — it is the token of that body's step:
     /// - it is cancelled when the chain is cancelled while the step is pending (its body running,
     ///   or the step waiting on the promise its body returned), or when the step alone is
