@@ -12,7 +12,7 @@ internal import CPromiseLock
 /// put back when the body returns (on the same thread).
 @usableFromInline struct RunningBodyMark {
     let record: OpaquePointer
-    let previous: (owner: UnsafeRawPointer?, step: UnsafeRawPointer?, key: UInt32)
+    let previous: cpk_running_body
     /// Whether the record holds a reference to the owner, released when the mark is put back.
     let holdsOwner: Bool
 }
@@ -31,31 +31,36 @@ internal import CPromiseLock
         holdingOwner ? Unmanaged.passRetained(owner).toOpaque() : Unmanaged.passUnretained(owner).toOpaque()
     record.pointee = cpk_running_body(
         owner: UnsafeRawPointer(ownerPointer),
-        step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
-        key: key)
-    return RunningBodyMark(
-        record: OpaquePointer(record), previous: (previous.owner, previous.step, previous.key), holdsOwner: holdingOwner
-    )
+        step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) }, kept: nil, key: key)
+    return RunningBodyMark(record: OpaquePointer(record), previous: previous, holdsOwner: holdingOwner)
 }
 
-/// Puts back the record `enterRunningBody` replaced, and releases the owner it held.
+/// Puts back the record `enterRunningBody` replaced, and releases the owner it held and what a
+/// reader kept with the body.
 @usableFromInline func leaveRunningBody(_ mark: RunningBodyMark) {
     let record = UnsafeMutablePointer<cpk_running_body>(mark.record)
-    let owner = record.pointee.owner
-    record.pointee = cpk_running_body(owner: mark.previous.owner, step: mark.previous.step, key: mark.previous.key)
-    if mark.holdsOwner, let owner { Unmanaged<AnyObject>.fromOpaque(owner).release() }
+    let ended = record.pointee
+    record.pointee = mark.previous
+    if mark.holdsOwner, let owner = ended.owner { Unmanaged<AnyObject>.fromOpaque(owner).release() }
+    if let kept = ended.kept { Unmanaged<AnyObject>.fromOpaque(kept).release() }
 }
 
-/// This thread's running body, if any: the owner that governs it, its key there, and its step
-/// (`nil` for a body that runs before its promise is listed). Only while the body runs; the
-/// objects are alive then.
-package func _runningBody() -> (owner: AnyObject, key: UInt32, step: AnyObject?)? {
-    let record = cpk_running_body_record()!.pointee
-    guard let owner = record.owner else { return nil }
-    return (
-        Unmanaged<AnyObject>.fromOpaque(owner).takeUnretainedValue(), record.key,
-        record.step.map { Unmanaged<AnyObject>.fromOpaque($0).takeUnretainedValue() }
-    )
+/// What a reader keeps with this thread's running body (the token `CancellationToken.current`
+/// read), made by `make` on the first read in the body: `make` receives the owner that governs
+/// the body, its key there, and its step (`nil` for a body that runs before its promise is
+/// listed); the record holds what it returns until the body returns. `nil` without calling
+/// `make` when no marked body runs.
+package func _keptByRunningBody(
+    _ make: (_ owner: AnyObject, _ key: UInt32, _ step: AnyObject?) -> AnyObject
+) -> AnyObject? {
+    let record = cpk_running_body_record()!
+    if let kept = record.pointee.kept { return Unmanaged<AnyObject>.fromOpaque(kept).takeUnretainedValue() }
+    guard let owner = record.pointee.owner else { return nil }
+    let made = make(
+        Unmanaged<AnyObject>.fromOpaque(owner).takeUnretainedValue(), record.pointee.key,
+        record.pointee.step.map { Unmanaged<AnyObject>.fromOpaque($0).takeUnretainedValue() })
+    record.pointee.kept = UnsafeRawPointer(Unmanaged.passRetained(made).toOpaque())
+    return made
 }
 
 /// Runs `body` as this thread's running body for `owner`, which knows it by `key`, before its

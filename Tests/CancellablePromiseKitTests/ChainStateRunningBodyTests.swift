@@ -48,7 +48,7 @@ final class ChainStateRunningBodyTests: XCTestCase {
         XCTAssertEqual(order.all, ["token"])
         XCTAssertEqual(chain.members.map(\.cancel.calls), [1, 1], "the cancel closures ran first (the same run)")
         XCTAssertEqual(read(chain.members[0], of: &chain), .cancelled, "read again: cancelled")
-        XCTAssertNil(chain.state.bodyTokens)
+        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
     }
 
     func testCancellingWhileTheStepWaitsOnItsReturnedPromiseCancelsBoth() {
@@ -74,7 +74,7 @@ final class ChainStateRunningBodyTests: XCTestCase {
         left.release()
         XCTAssertTrue(token.isCompleted)
         XCTAssertFalse(token.isCancelled)
-        XCTAssertNil(chain.state.bodyTokens)
+        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
         let (_, actions) = chain.cancel(with: error)
         assertRecorded(actions, rejectedAndCalled([chain.members[1]]), "a later cancel does not reach it")
     }
@@ -152,7 +152,7 @@ final class ChainStateRunningBodyTests: XCTestCase {
             .cancelled)
         XCTAssertEqual(
             chain.state.runningBodyToken(slot: 9, step: ObjectIdentifier(stranger), in: chain.home), .cancelled)
-        XCTAssertNil(chain.state.bodyTokens)
+        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
     }
 
     func testAnInitialisersBodyTokenBecomesTheFirstMembersOrCompletesIfItSettledFirst() {

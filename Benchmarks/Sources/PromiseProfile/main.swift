@@ -142,6 +142,21 @@ case "cancel_chain_tail":
     tail.cancel()
     precondition(head.promise.isRejected && tail.promise.isRejected)
     consume(resolver)
+case "cancel_map_run", "current_first_read", "current_read_three":
+    // Cancellable `map` links, resolved: every body runs; per link, the body reads
+    // `CancellationToken.current` not at all, once, or three times.
+    let reads = workload == "cancel_map_run" ? 0 : workload == "current_first_read" ? 1 : 3
+    let (head, resolver) = CancellablePromise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations {
+        tail = tail.map(on: nil) { value in
+            var cancelled = false
+            for _ in 0..<reads { cancelled = cancelled || CancellationToken.current.isCancelled }
+            return cancelled ? 0 : value &+ 1
+        }
+    }
+    resolver.fulfill(0)
+    precondition(tail.value == iterations)
 case "serial_hop":
     // A chain of `map(on: queue)` links on one serial queue, each hopping once, as the
     // benchmark row runs it (links kept, so none is freed while it runs). Profile the hops alone

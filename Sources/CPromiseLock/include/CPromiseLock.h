@@ -98,19 +98,21 @@ intptr_t cpk_counter_add(intptr_t *word, intptr_t delta);
 
 // The body a cancellable chain runs on this thread (every platform): PromiseCore marks a step's
 // body while it runs, so that `CancellationToken.current` can find the step. A thread-local
-// record of three words, read and written through the pointer below; the previous record is
+// record of four words, read and written through the pointer below; the previous record is
 // kept by the caller and put back when the body returns (bodies nest when one runs another
 // synchronously).
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/// What runs on a thread: the step's attachment and the key it knows the step by, and the step
-/// itself; all zero when no marked body runs. Pointers are not retained: the body's caller
-/// keeps both objects alive while the body runs.
+/// What runs on a thread: the step's attachment and the key it knows the step by, the step
+/// itself, and an object a reader keeps with the body while it runs (the token it read, so that
+/// the next read is quick); all zero when no marked body runs. Who holds `owner` and `step` is
+/// said where a body is marked; `kept` is retained by the record.
 typedef struct cpk_running_body {
     const void *owner;
     const void *step;
+    const void *kept;
     uint32_t key;
 } cpk_running_body;
 

@@ -69,7 +69,7 @@ extension ChainState {
             return .cancelled
         }
         let made = CancellationToken()
-        bodyTokens = bodyTokens ?? [:]
+        if bodyTokens == nil { bodyTokens = [:] }
         bodyTokens![key] = made
         return .token(made)
     }
@@ -78,9 +78,8 @@ extension ChainState {
     /// line: the events of every chain link call it only once a body has read a token.
     @inline(never)
     mutating func takeBodyToken(_ slot: UInt32, in home: MemberHome) -> CancellationToken? {
-        let token = bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
-        if bodyTokens?.isEmpty == true { bodyTokens = nil }
-        return token
+        // The emptied dictionary is kept: a chain whose bodies read tokens reads more.
+        bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
     }
 
     /// Completes every member's token, cancelled or not, after the lock: the chain was cancelled,

@@ -247,7 +247,7 @@ struct ChainState {
                 return LeftMember()
             }
         }
-        if bodyTokens != nil { left.token = takeBodyToken(UInt32(index), in: home) }
+        if bodyTokens?.isEmpty == false { left.token = takeBodyToken(UInt32(index), in: home) }
         noteIfEmptied(home)
         return left
     }
@@ -373,7 +373,7 @@ struct ChainState {
             ChainState.reject(index, in: &table, home: home.storage, with: boxedCancellation, into: &actions)
             return true
         }
-        if rejected == true, bodyTokens != nil, let token = takeBodyToken(key.slot, in: home) {
+        if rejected == true, bodyTokens?.isEmpty == false, let token = takeBodyToken(key.slot, in: home) {
             actions.complete(token, cancelled: true)
         }
         noteIfEmptied(home)

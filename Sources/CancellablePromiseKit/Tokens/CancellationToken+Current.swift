@@ -46,7 +46,13 @@ extension CancellationToken {
     ///
     /// Readable from any thread; each thread sees the body it runs.
     public static var current: CancellationToken {
-        guard let running = _runningBody(), let storage = running.owner as? CancelStorage else { return .none }
-        return storage.runningBodyToken(slot: running.key, step: running.step)
+        // Kept with the body after the first read, so that later reads in it are quick (the
+        // same token: the one its step has for as long as its body runs).
+        let kept = _keptByRunningBody { owner, key, step -> AnyObject in
+            guard let storage = owner as? CancelStorage else { return CancellationToken.none }
+            return storage.runningBodyToken(slot: key, step: step)
+        }
+        guard let kept else { return .none }
+        return unsafeDowncast(kept, to: CancellationToken.self)
     }
 }
