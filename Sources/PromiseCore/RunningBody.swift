@@ -13,36 +13,47 @@ internal import CPromiseLock
 @usableFromInline struct RunningBodyMark {
     let record: OpaquePointer
     let previous: cpk_running_body
-    /// Whether the record holds a reference to the owner, released when the mark is put back.
-    let holdsOwner: Bool
+    /// The owner marked, held until the mark is put back when the step's own reference may go
+    /// meanwhile (a cancellation settles the step); `nil` when the caller holds it.
+    let owner: AnyObject?
 }
 
-/// Marks the body of `step` (`nil`: a body that runs before its promise is listed anywhere),
-/// governed by `owner`, which knows it by `key`, as this thread's running body; returns the mark
-/// to put back with `leaveRunningBody(_:)`. With `holdingOwner`, the record holds `owner` until
-/// then (a step's attachment: a cancellation may release the step's own reference meanwhile);
-/// otherwise the caller keeps it alive. The caller keeps `step` alive.
-@usableFromInline func enterRunningBody(
-    owner: AnyObject, key: UInt32, step: AnyObject?, holdingOwner: Bool = true
-) -> RunningBodyMark {
+/// Marks the body of `step`, governed by `owner`, which knows it by `key`, as this thread's
+/// running body; returns the mark to put back with `leaveRunningBody(_:)`. The mark holds `owner`
+/// until then (a step's attachment, which a cancellation may release meanwhile: the caller's
+/// reference moves into the mark). The caller keeps `step` alive.
+@usableFromInline func enterRunningBody(owner: __owned AnyObject, key: UInt32, step: AnyObject) -> RunningBodyMark {
+    let record = markRunningBody(
+        owner: owner, key: key, step: UnsafeRawPointer(Unmanaged.passUnretained(step).toOpaque()))
+    return RunningBodyMark(record: OpaquePointer(record.record), previous: record.previous, owner: owner)
+}
+
+/// Marks a body that runs before its promise is listed anywhere (no step), governed by `owner`,
+/// which knows it by `key`; the caller keeps `owner` alive until the mark is put back.
+@usableFromInline func enterRunningBody(unheld owner: AnyObject, key: UInt32) -> RunningBodyMark {
+    let record = markRunningBody(owner: owner, key: key, step: nil)
+    return RunningBodyMark(record: OpaquePointer(record.record), previous: record.previous, owner: nil)
+}
+
+/// Writes this thread's record for a marked body; returns it and what it replaced.
+@inline(__always)
+private func markRunningBody(
+    owner: AnyObject, key: UInt32, step: UnsafeRawPointer?
+) -> (record: UnsafeMutablePointer<cpk_running_body>, previous: cpk_running_body) {
     let record = cpk_running_body_record()!
     let previous = record.pointee
-    let ownerPointer =
-        holdingOwner ? Unmanaged.passRetained(owner).toOpaque() : Unmanaged.passUnretained(owner).toOpaque()
     record.pointee = cpk_running_body(
-        owner: UnsafeRawPointer(ownerPointer),
-        step: step.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) }, kept: nil, key: key)
-    return RunningBodyMark(record: OpaquePointer(record), previous: previous, holdsOwner: holdingOwner)
+        owner: UnsafeRawPointer(Unmanaged.passUnretained(owner).toOpaque()), step: step, kept: nil, key: key)
+    return (record, previous)
 }
 
-/// Puts back the record `enterRunningBody` replaced, and releases the owner it held and what a
+/// Puts back the record `enterRunningBody` replaced; releases the owner the mark held and what a
 /// reader kept with the body.
-@usableFromInline func leaveRunningBody(_ mark: RunningBodyMark) {
+@usableFromInline func leaveRunningBody(_ mark: __owned RunningBodyMark) {
     let record = UnsafeMutablePointer<cpk_running_body>(mark.record)
-    let ended = record.pointee
+    let kept = record.pointee.kept
     record.pointee = mark.previous
-    if mark.holdsOwner, let owner = ended.owner { Unmanaged<AnyObject>.fromOpaque(owner).release() }
-    if let kept = ended.kept { Unmanaged<AnyObject>.fromOpaque(kept).release() }
+    if let kept { Unmanaged<AnyObject>.fromOpaque(kept).release() }
 }
 
 /// What a reader keeps with this thread's running body (the token `CancellationToken.current`
@@ -67,7 +78,7 @@ package func _keptByRunningBody(
 /// promise is listed (the body of a cancellable promise's initialiser, which makes the promise).
 /// The caller keeps `owner` alive while `body` runs.
 @inlinable package func _runAsRunningBody(owner: AnyObject, key: UInt32, _ body: () throws -> Void) rethrows {
-    let mark = enterRunningBody(owner: owner, key: key, step: nil, holdingOwner: false)
+    let mark = enterRunningBody(unheld: owner, key: key)
     defer { leaveRunningBody(mark) }
     try body()
 }

@@ -144,15 +144,22 @@ case "cancel_chain_tail":
     consume(resolver)
 case "cancel_map_run", "current_first_read", "current_read_three":
     // Cancellable `map` links, resolved: every body runs; per link, the body reads
-    // `CancellationToken.current` not at all, once, or three times.
-    let reads = workload == "cancel_map_run" ? 0 : workload == "current_first_read" ? 1 : 3
+    // `CancellationToken.current` not at all, once, or three times (closures that capture
+    // nothing, as the plain row's).
     let (head, resolver) = CancellablePromise<Int>.pending()
     var tail = head
     for _ in 0..<iterations {
-        tail = tail.map(on: nil) { value in
-            var cancelled = false
-            for _ in 0..<reads { cancelled = cancelled || CancellationToken.current.isCancelled }
-            return cancelled ? 0 : value &+ 1
+        switch workload {
+        case "cancel_map_run":
+            tail = tail.map(on: nil) { $0 &+ 1 }
+        case "current_first_read":
+            tail = tail.map(on: nil) { CancellationToken.current.isCancelled ? 0 : $0 &+ 1 }
+        default:
+            tail = tail.map(on: nil) { value in
+                let a = CancellationToken.current.isCancelled
+                let b = CancellationToken.current.isCancelled
+                return a || b || CancellationToken.current.isCancelled ? 0 : value &+ 1
+            }
         }
     }
     resolver.fulfill(0)
