@@ -9,9 +9,11 @@ extension ChainState {
     /// Cancels the members of `table` (the table of `home`) with `error`: rejects every listed
     /// promise that does not wait behind an observer; the others settle when the observer
     /// ahead of them passes the cancellation on (chain order), and what they link to is
-    /// cancelled now. Reserved members are settled when they are listed.
+    /// cancelled now. Reserved members are settled when they are listed. The running-body
+    /// token of each member reached (in `tokens`) is cancelled if its promise was still pending.
     static func cancelTable(
-        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, into actions: inout ChainActions
+        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, tokens: inout BodyTokens?,
+        into actions: inout ChainActions
     ) {
         guard table.listedCount > 0 else { return }
         actions.reserveRejections(table.listedCount)
@@ -27,9 +29,9 @@ extension ChainState {
         while index < table.slotCount {
             if table.isListed(index) {
                 if table.waitsBehindObserver(index) == true {
-                    detachCancellingLinks(index, in: &table, with: error, into: &actions)
+                    detachCancellingLinks(index, in: &table, home: home, with: error, tokens: &tokens, into: &actions)
                 } else {
-                    reject(index, in: &table, home: home, with: error, into: &actions)
+                    reject(index, in: &table, home: home, with: error, tokens: &tokens, into: &actions)
                 }
             }
             index += 1
@@ -52,11 +54,17 @@ extension ChainState {
 
     /// Detaches the member of slot `index` without rejecting its promise (something upstream
     /// will settle it), cancelling with `error` what it links to and releasing the rest after
-    /// the lock. Its slot is freed by its promise's settle notification.
+    /// the lock. Its slot is freed by its promise's settle notification. Its running-body token
+    /// (in `tokens`) is cancelled if its promise is still pending.
     static func detachCancellingLinks(
-        _ index: Int, in table: inout MemberTable, with error: any Error, into actions: inout ChainActions
+        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
+        tokens: inout BodyTokens?, into actions: inout ChainActions
     ) {
         var taken = table.take(index)
+        if tokens?.isEmpty == false {
+            cancelToken(
+                of: index, home: home, wasPending: taken.target?.isPending ?? true, tokens: &tokens, into: &actions)
+        }
         if let link = taken.link {
             taken.link = nil
             actions.follow(link, error: error)
@@ -67,13 +75,18 @@ extension ChainState {
 
     /// Rejects the promise of slot `index` under the lock (the one named step that acts under
     /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
-    /// of there, otherwise leaves it detached for that notification.
+    /// of there, otherwise leaves it detached for that notification. Its running-body token (in
+    /// `tokens`) is cancelled if the rejection took effect; if the promise had settled on its own
+    /// first, the token is left for its settle notification (which completes it "not cancelled").
     @inline(__always)
     static func reject(
         _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
-        into actions: inout ChainActions
+        tokens: inout BodyTokens?, into actions: inout ChainActions
     ) {
         let notified = actions.reject(table.take(index), home: home, key: UInt32(index), with: error)
+        if tokens?.isEmpty == false {
+            cancelToken(of: index, home: home, wasPending: notified, tokens: &tokens, into: &actions)
+        }
         if notified {
             table.free(index)
         } else {
@@ -122,5 +135,18 @@ extension ChainState {
             current = next
         }
         for waiting in path { table.setWaitsBehindObserver(waiting, answer) }
+    }
+
+    /// The running-body token of the member of slot `index` in `home`'s table, reached by a
+    /// cancellation: cancelled after the lock if its promise was pending (`wasPending`);
+    /// otherwise left in `tokens` for the member's settle notification.
+    static func cancelToken(
+        of index: Int, home: ObjectIdentifier, wasPending: Bool, tokens: inout BodyTokens?,
+        into actions: inout ChainActions
+    ) {
+        guard wasPending else { return }
+        if let token = tokens?.removeValue(forKey: BodyTokenKey(storage: home, slot: UInt32(index))) {
+            actions.complete(token, cancelled: true)
+        }
     }
 }

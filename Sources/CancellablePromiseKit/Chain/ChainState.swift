@@ -185,12 +185,16 @@ struct ChainState {
         case .active:
             break
         case .cancelled(let error, _):
+            // A member listed now has no running body yet: no token.
+            var noTokens: BodyTokens?
             withTable(home) { table in
                 if table.isObserver(index) || table.upstream(index) != nil {
-                    ChainState.detachCancellingLinks(index, in: &table, with: error, into: &actions)
+                    ChainState.detachCancellingLinks(
+                        index, in: &table, home: home.storage, with: error, tokens: &noTokens, into: &actions)
                 } else {
                     table.setTarget(index, target)
-                    ChainState.reject(index, in: &table, home: home.storage, with: error, into: &actions)
+                    ChainState.reject(
+                        index, in: &table, home: home.storage, with: error, tokens: &noTokens, into: &actions)
                 }
             }
         case .abandoned:
@@ -328,11 +332,14 @@ struct ChainState {
             return false
         }
         phase = .cancelled(error, site)
-        if bodyTokens != nil { endBodyTokens(cancelled: true, into: &actions) }
-        ChainState.cancelTable(&table, home: root, with: error, into: &actions)
+        // Tokens of members that settled on their own first stay for their settle notifications.
+        var tokens = bodyTokens
+        bodyTokens = nil
+        ChainState.cancelTable(&table, home: root, with: error, tokens: &tokens, into: &actions)
         group?.tables.forEach { storage, table in
-            ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
+            ChainState.cancelTable(&table, home: storage, with: error, tokens: &tokens, into: &actions)
         }
+        bodyTokens = tokens
         return true
     }
 
@@ -368,14 +375,14 @@ struct ChainState {
         guard root == winnerRoot else {
             return cancelIfListed(key, in: home, root: root, into: &actions)
         }
-        let rejected = withExistingTable(home) { table -> Bool in
-            guard let index = table.listedIndex(of: key) else { return false }
-            ChainState.reject(index, in: &table, home: home.storage, with: boxedCancellation, into: &actions)
-            return true
+        var tokens = bodyTokens
+        bodyTokens = nil
+        withExistingTable(home) { table in
+            guard let index = table.listedIndex(of: key) else { return }
+            ChainState.reject(
+                index, in: &table, home: home.storage, with: boxedCancellation, tokens: &tokens, into: &actions)
         }
-        if rejected == true, bodyTokens?.isEmpty == false, let token = takeBodyToken(key.slot, in: home) {
-            actions.complete(token, cancelled: true)
-        }
+        bodyTokens = tokens
         noteIfEmptied(home)
     }
 
@@ -450,7 +457,7 @@ struct ChainState {
         nextGeneration = max(nextGeneration, other.nextGeneration)
         var joining = other.group ?? Group()
         other.group = nil
-        let joiningTokens = other.bodyTokens
+        var joiningTokens = other.bodyTokens
         other.bodyTokens = nil
         var mine = group ?? Group()
         group = nil
@@ -461,12 +468,13 @@ struct ChainState {
             if let joiningTokens { bodyTokens = (bodyTokens ?? [:]).merging(joiningTokens) { mine, _ in mine } }
         case .cancelled(let error, _):
             // Cancelled in chain order, as `cancel` does.
-            ChainState.cancelTable(&otherTable, home: otherRoot, with: error, into: &actions)
+            ChainState.cancelTable(&otherTable, home: otherRoot, with: error, tokens: &joiningTokens, into: &actions)
             joining.tables.forEach { storage, table in
-                ChainState.cancelTable(&table, home: storage, with: error, into: &actions)
+                ChainState.cancelTable(&table, home: storage, with: error, tokens: &joiningTokens, into: &actions)
             }
-            if let joiningTokens {
-                for token in joiningTokens.values { actions.complete(token, cancelled: true) }
+            // What is left: members that settled on their own first, told by their notifications.
+            if let joiningTokens, !joiningTokens.isEmpty {
+                bodyTokens = (bodyTokens ?? [:]).merging(joiningTokens) { mine, _ in mine }
             }
             countsAsHandle = false
         case .abandoned, .absorbed:
