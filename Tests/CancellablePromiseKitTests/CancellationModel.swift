@@ -9,8 +9,8 @@ import PromiseCore
 // MARK: - The model
 
 /// The rules applied to a plan one event at a time, on one thread: which promises are settled
-/// and how, which bodies ran, which cancel closures were called, which chains say they are
-/// cancelled, what each wrapper's cancelPromise may be, and what can still cancel each chain.
+/// and how, which bodies ran, which cancel closures were called, which running bodies saw their
+/// token cancelled, which chains say they are cancelled, what each wrapper's cancelPromise may be, and what can still cancel each chain.
 ///
 /// Handlers are notified depth first, in the order they attached. Within one event the rules
 /// leave the order open in a single place: when autoCancel cancels a branch of the winner's own
@@ -54,6 +54,7 @@ final class CancellationModel {
         case closure(TaskID)
         case flag(ChainID)
         case cancelPromise(NodeID)
+        case token(NodeID)
     }
 
     let plan: GraphPlan
@@ -61,6 +62,11 @@ final class CancellationModel {
     private(set) var outcome: [Outcome?]
     private(set) var created: [Bool]
     private(set) var bodyRuns: [Int]
+    /// How many times the `onCancel` handler a node's body (or a task's initialiser body)
+    /// registered on `CancellationToken.current` may have run: once if the chain, or the node
+    /// alone, was cancelled while the node's step was pending with its body run, or if the body
+    /// ran in a chain already cancelled; never otherwise.
+    private(set) var tokenHandlerRuns: [Set<Int>]
     private(set) var closureCalls: [Int]
     private(set) var flag: [CancelFlag]
     /// What each wrapper's cancelPromise may be now (`nil` for pending).
@@ -90,6 +96,7 @@ final class CancellationModel {
         outcome = Array(repeating: nil, count: nodeCount)
         reacted = Array(repeating: false, count: nodeCount)
         bodyRuns = Array(repeating: 0, count: nodeCount)
+        tokenHandlerRuns = Array(repeating: [0], count: nodeCount)
         waitingOn = Array(repeating: nil, count: nodeCount)
         deferred = Array(repeating: nil, count: nodeCount)
         cancelPromise = Array(repeating: [nil], count: nodeCount)
@@ -289,6 +296,26 @@ final class CancellationModel {
     private func runBody(_ node: NodeID, because rule: Rule) {
         bodyRuns[node] += 1
         decide(.body(node), reasonOfThisEvent(.body(node)) ?? rule)
+        if case .catchAll = plan.kind(node) { return }  // it does not watch its token (see World)
+        // The body reads its token: already cancelled in a cancelled chain (an observer passing
+        // the cancellation on); in a chain cancelled through a link, a wrapper or autoCancel,
+        // whether the context itself says cancelled is not specified.
+        switch flag[plan.chain(node)] {
+        case .untouched: tokenHandlerRuns[node] = [0]
+        case .cancelled: tokenHandlerRuns[node] = [1]
+        case .unknown: tokenHandlerRuns[node] = [0, 1]
+        }
+        decide(.token(node), .runningBodySeesTheCancel)
+    }
+
+    /// The node is pending with its token read (its body ran, or it is a started task, whose
+    /// initialiser's body read it), and is cancelled now: its handler runs.
+    private func cancelToken(ofPending node: NodeID) {
+        let readIt: Bool
+        if case .task = plan.kind(node) { readIt = created[node] } else { readIt = bodyRuns[node] > 0 }
+        guard readIt, plan.hasOutcome[node], outcome[node] == nil else { return }
+        tokenHandlerRuns[node] = [1]
+        decide(.token(node), .runningBodySeesTheCancel)
     }
 
     /// The body of the `then` at `node` ran: it returned a settled promise (which links nothing)
@@ -428,6 +455,7 @@ final class CancellationModel {
     /// cancelled, the chain (the winner's) is not.
     private func cancelBranch(_ loser: NodeID) {
         guard outcome[loser] == nil else { return }
+        cancelToken(ofPending: loser)
         if let returned = waitingOn[loser] {
             waitingOn[loser] = nil
             settle(loser, .rejected(.cancelled), because: .autoCancelCancelsLosers)
@@ -491,6 +519,7 @@ final class CancellationModel {
             }
         }
         for node in plan.chains[chain].nodes where created[node] && outcome[node] == nil && deferred[node] == nil {
+            cancelToken(ofPending: node)
             if isHeldBackByEnsureThen(node) {
                 if !reacted[node] { decide(.body(node), .ensureThenOrder) }
                 if plan.hasOutcome[node] {

@@ -12,6 +12,8 @@ import XCTest
 // a handle). It runs the schedule on one thread, or on two to four threads at once, settles or
 // cancels whatever remains, drops everything, and checks what happened against a small
 // sequential model of the rules. Every body runs with `on: nil`, so nothing waits for a queue.
+// Every body, and every task's initialiser, registers an `onCancel` handler on
+// `CancellationToken.current`, and the model says when it must have run.
 //
 // A failure names the rule it broke, with the seed and round that show it. To replay one round:
 //
@@ -81,6 +83,7 @@ enum Rule: Int, CaseIterable, Comparable {
     case abandonedWorkIsFreed
     case everythingFreedAtEnd
     case timeoutIsRecoverable
+    case runningBodySeesTheCancel
     case model
 
     static func < (lhs: Rule, rhs: Rule) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -156,6 +159,11 @@ enum Rule: Int, CaseIterable, Comparable {
         case .timeoutIsRecoverable:
             "timeout(seconds:) on a cancellable chain cancels the source's task and rejects with "
                 + "PromiseTimeoutError, which a downstream recover recovers from."
+        case .runningBodySeesTheCancel:
+            "The onCancel handler a body registers on CancellationToken.current (a step's, an observer's, a "
+                + "task initialiser's) runs once if the chain, or the step alone, was cancelled while the step was "
+                + "pending with its body run, or if the body ran in a chain already cancelled; never otherwise, "
+                + "never twice."
         case .model:
             "The chain settles as the sequential model predicts (a divergence no more specific rule names)."
         }
@@ -173,6 +181,9 @@ final class RoundLog: @unchecked Sendable {
         var outcome: Outcome?
         var settledAt = 0
         var bodyRuns = 0
+        /// The runs of the `onCancel` handler the body registered on `CancellationToken.current`.
+        var tokenHandlerRuns = 0
+        var tokenHandlerRanAt = 0
         var bodyStartedAt = 0
         var bodyEndedAt = 0
         var bodyInput: Outcome?
@@ -262,7 +273,8 @@ final class RoundLog: @unchecked Sendable {
         }
     }
 
-    func bodyStarted(_ node: NodeID, input: Outcome? = nil) {
+    /// Stamps the start of `node`'s body, which watches its token unless told otherwise.
+    func bodyStarted(_ node: NodeID, input: Outcome? = nil, watchingItsToken: Bool = true) {
         let thread = ObjectIdentifier(Thread.current)
         lock.withLock {
             clock += 1
@@ -270,6 +282,19 @@ final class RoundLog: @unchecked Sendable {
             nodes[node].bodyRuns += 1
             nodes[node].bodyStartedAt = clock
             nodes[node].bodyInput = input
+        }
+        if watchingItsToken { watchCurrentToken(of: node) }
+    }
+
+    /// Registers an `onCancel` handler on the token of the body running on this thread (the
+    /// body of `node`, or its task's initialiser), counting its runs.
+    func watchCurrentToken(of node: NodeID) {
+        CancellationToken.current.onCancel {
+            self.lock.withLock {
+                self.clock += 1
+                self.nodes[node].tokenHandlerRuns += 1
+                self.nodes[node].tokenHandlerRanAt = self.clock
+            }
         }
     }
 
@@ -386,7 +411,8 @@ final class World: @unchecked Sendable {
             case .catchAll(let parent):
                 let box = bodyBox(node)
                 let finalizer = promise(parent).catch(on: nil, policy: .allErrors) { [log] error in
-                    log.bodyStarted(node, input: .rejected(ErrorKind(error)))
+                    // A `catch` body sees `CancellationToken.none` today: not watched (see the model).
+                    log.bodyStarted(node, input: .rejected(ErrorKind(error)), watchingItsToken: false)
                     withExtendedLifetime(box) {}
                     log.bodyEnded(node)
                 }
@@ -415,7 +441,9 @@ final class World: @unchecked Sendable {
         let box = Tracked()
         let log = self.log
         let rejectsToo = plan.tasks[task].closureRejectsToo
+        let node = plan.tasks[task].node
         let promise = CancellablePromise<Int> { resolver in
+            log.watchCurrentToken(of: node)
             lock.withLock { resolvers[task] = resolver }
             let ownResolver = rejectsToo ? resolver : nil
             return {
@@ -424,7 +452,6 @@ final class World: @unchecked Sendable {
                 ownResolver?.reject(TaskFailure(task: task))
             }
         }
-        let node = plan.tasks[task].node
         lock.withLock {
             closureBoxes[task].object = box
             track(box, as: .cancelClosure(task))
@@ -851,6 +878,13 @@ final class RoundChecker {
                     at: record.bodyRuns > model.bodyRuns[node] ? time(record.bodyStartedAt) : nil,
                     "the body of \(what) ran \(record.bodyRuns) times, the model says \(model.bodyRuns[node])")
             }
+            if !model.tokenHandlerRuns[node].contains(record.tokenHandlerRuns) {
+                let allowed = model.tokenHandlerRuns[node].sorted().map(String.init).joined(separator: " or ")
+                mismatch(
+                    component, .token(node), otherwise: .runningBodySeesTheCancel,
+                    at: record.tokenHandlerRuns > 0 ? time(record.tokenHandlerRanAt) : nil,
+                    "the token handler of \(what) ran \(record.tokenHandlerRuns) times, the model says \(allowed)")
+            }
             if case .wrapper = plan.kind(node), !model.cancelPromise[node].contains(record.cancelPromise) {
                 let allowed = model.cancelPromise[node].map { Self.text($0) }.sorted().joined(separator: " or ")
                 mismatch(
@@ -951,6 +985,9 @@ final class RoundChecker {
             let what = "n\(node) (\(plan.describe(node)))"
             if record.settleCount > 1 { fail(.settlesOnce, "\(what) settled \(record.settleCount) times") }
             if record.cancelPromiseSettleCount > 1 { fail(.settlesOnce, "the cancelPromise of n\(node) settled twice") }
+            if record.tokenHandlerRuns > 1 {
+                fail(.runningBodySeesTheCancel, "the token handler of \(what) ran \(record.tokenHandlerRuns) times")
+            }
             if record.bodyRuns > 1 {
                 fail(
                     kind.isObserver ? .observersOnceInOrder : .model, "the body of \(what) ran \(record.bodyRuns) times"

@@ -79,6 +79,38 @@ final class ChainStateRunningBodyTests: XCTestCase {
         assertRecorded(actions, rejectedAndCalled([chain.members[1]]), "a later cancel does not reach it")
     }
 
+    /// A step's promise settles under its own lock and tells its chain after: a cancel that
+    /// comes in between finds the member listed but cannot reject it (its cancel closure is
+    /// spared). The step settled on its own, so its token must complete "not cancelled", as its
+    /// own settle notification (still to come) would have it.
+    func testACancelThatFindsTheMembersPromiseSettledOnItsOwnDoesNotCancelItsToken() {
+        var chain = Chain(members: 2)
+        let token = madeToken(chain.members[0], of: &chain)
+        chain.members[0].resolver.fulfill(1)  // its settle notification is still to come
+        var (_, actions) = chain.cancel(with: error)
+        actions.run()
+        XCTAssertEqual(chain.members[0].cancel.calls, 0, "a member that settled first keeps its closure uncalled")
+        XCTAssertFalse(token.isCancelled, "the step settled on its own before the cancel")
+        var left = chain.state.memberSettled(chain.members[0].index, in: chain.home)
+        left.release()
+        XCTAssertTrue(token.isCompleted)
+        XCTAssertFalse(token.isCancelled)
+    }
+
+    /// The same for a loser cancelled alone: its promise settled on its own first.
+    func testALoserThatSettledOnItsOwnBeforeItsCancelKeepsItsTokenNotCancelled() {
+        var chain = Chain(members: 2)
+        let token = madeToken(chain.members[0], of: &chain)
+        chain.members[0].resolver.fulfill(1)  // its settle notification is still to come
+        var actions = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
+        actions.run()
+        XCTAssertFalse(token.isCancelled, "the loser settled on its own before it was cancelled")
+        var left = chain.state.memberSettled(chain.members[0].index, in: chain.home)
+        left.release()
+        XCTAssertTrue(token.isCompleted)
+        XCTAssertFalse(token.isCancelled)
+    }
+
     func testALoserCancelledAloneCancelsOnlyItsOwnToken() {
         var chain = Chain(members: 2)
         let loser = madeToken(chain.members[0], of: &chain)

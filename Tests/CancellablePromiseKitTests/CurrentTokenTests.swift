@@ -164,6 +164,21 @@ final class CurrentTokenTests: XCTestCase {
         cancelledResolver.fulfill(1)
     }
 
+    /// `catch` and `finally` bodies are operator bodies of the chain too (DESIGN detail 25: every
+    /// operator body): run after a cancel, they see a token already cancelled, as `ensure` and
+    /// `tap` do, not `none`.
+    func testCatchAndFinallyBodiesSeeTheirTokenCancelledAfterACancel() {
+        let (root, _) = CancellablePromise<Int>.pending()
+        var seen: [String] = []
+        func record(_ token: CancellationToken) {
+            seen.append(token === CancellationToken.none ? "none" : token.isCancelled ? "cancelled" : "not cancelled")
+        }
+        root.catch(on: nil, policy: .allErrors) { _ in record(CancellationToken.current) }
+            .finally(on: nil) { record(CancellationToken.current) }
+        root.cancel()
+        XCTAssertEqual(seen, ["cancelled", "cancelled"])
+    }
+
     /// Nested bodies: a cancellable body that runs another chain's body synchronously sees the
     /// inner step's token there and its own again afterwards; a plain promise's body run
     /// synchronously inside it is part of it.
