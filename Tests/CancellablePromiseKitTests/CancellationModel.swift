@@ -296,7 +296,6 @@ final class CancellationModel {
     private func runBody(_ node: NodeID, because rule: Rule) {
         bodyRuns[node] += 1
         decide(.body(node), reasonOfThisEvent(.body(node)) ?? rule)
-        if case .catchAll = plan.kind(node) { return }  // it does not watch its token (see World)
         // The body reads its token: already cancelled in a cancelled chain (an observer passing
         // the cancellation on); in a chain cancelled through a link, a wrapper or autoCancel,
         // whether the context itself says cancelled is not specified.

@@ -273,8 +273,8 @@ final class RoundLog: @unchecked Sendable {
         }
     }
 
-    /// Stamps the start of `node`'s body, which watches its token unless told otherwise.
-    func bodyStarted(_ node: NodeID, input: Outcome? = nil, watchingItsToken: Bool = true) {
+    /// Stamps the start of `node`'s body, which watches its token.
+    func bodyStarted(_ node: NodeID, input: Outcome? = nil) {
         let thread = ObjectIdentifier(Thread.current)
         lock.withLock {
             clock += 1
@@ -283,7 +283,7 @@ final class RoundLog: @unchecked Sendable {
             nodes[node].bodyStartedAt = clock
             nodes[node].bodyInput = input
         }
-        if watchingItsToken { watchCurrentToken(of: node) }
+        watchCurrentToken(of: node)
     }
 
     /// Registers an `onCancel` handler on the token of the body running on this thread (the
@@ -411,8 +411,7 @@ final class World: @unchecked Sendable {
             case .catchAll(let parent):
                 let box = bodyBox(node)
                 let finalizer = promise(parent).catch(on: nil, policy: .allErrors) { [log] error in
-                    // A `catch` body sees `CancellationToken.none` today: not watched (see the model).
-                    log.bodyStarted(node, input: .rejected(ErrorKind(error)), watchingItsToken: false)
+                    log.bodyStarted(node, input: .rejected(ErrorKind(error)))
                     withExtendedLifetime(box) {}
                     log.bodyEnded(node)
                 }

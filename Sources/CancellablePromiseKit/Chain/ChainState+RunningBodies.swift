@@ -78,8 +78,13 @@ extension ChainState {
     /// line: the events of every chain link call it only once a body has read a token.
     @inline(never)
     mutating func takeBodyToken(_ slot: UInt32, in home: MemberHome) -> CancellationToken? {
-        // The emptied dictionary is kept: a chain whose bodies read tokens reads more.
-        bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
+        let token = bodyTokens?.removeValue(forKey: BodyTokenKey(storage: home.storage, slot: slot))
+        // A small table is kept (a chain whose bodies read tokens reads more); a large one that
+        // is mostly empty is made again at its size, so a long-lived chain keeps what is live.
+        if let tokens = bodyTokens, tokens.capacity > 16, tokens.count * 4 < tokens.capacity {
+            bodyTokens = tokens.isEmpty ? nil : BodyTokens(minimumCapacity: tokens.count * 2).merging(tokens) { a, _ in a }
+        }
+        return token
     }
 
     /// Completes every member's token, cancelled or not, after the lock: the chain was cancelled,
