@@ -82,7 +82,8 @@ extension ChainState {
         // A small table is kept (a chain whose bodies read tokens reads more); a large one that
         // is mostly empty is made again at its size, so a long-lived chain keeps what is live.
         if let tokens = bodyTokens, tokens.capacity > 16, tokens.count * 4 < tokens.capacity {
-            bodyTokens = tokens.isEmpty ? nil : BodyTokens(minimumCapacity: tokens.count * 2).merging(tokens) { a, _ in a }
+            bodyTokens =
+                tokens.isEmpty ? nil : BodyTokens(minimumCapacity: tokens.count * 2).merging(tokens) { a, _ in a }
         }
         return token
     }
