@@ -207,10 +207,12 @@ struct Chain {
         }
     }
 
+    /// Cancels `member` as the loser of a combinator whose winner is another member of this
+    /// chain's root storage, or of a storage of another chain.
     mutating func cancelLoser(_ member: Member, sharesChainWithWinner: Bool) -> ChainActions {
         var actions = ChainActions()
-        let winnerRoot = sharesChainWithWinner ? root.id : Node().id
-        state.cancelLoser(member.key, in: home, winnerRoot: winnerRoot, root: root.id, into: &actions)
+        let winner = (storage: sharesChainWithWinner ? root.id : Node().id, key: SlotKey(slot: 99, generation: 99))
+        state.cancelLoser(member.key, in: home, winner: winner, root: root.id, into: &actions)
         return actions
     }
 }

@@ -169,6 +169,47 @@ final class ChainStateHandleTests: XCTestCase {
         }
     }
 
+    /// Which inputs of an `autoCancel` combinator are losers, and whether a loser shares the
+    /// winner's chain, is decided by the loser's machine from the winner's storage and key: the
+    /// winner itself (the same member given twice) is left alone; a winner listed in a storage
+    /// this root absorbed shares the chain, so the loser is cancelled alone; a winner of another
+    /// chain has the loser's whole chain cancelled.
+    func testALoserIsToldApartFromTheWinnerAndItsChainByTheMachine() {
+        let (root, absorbed) = rootAbsorbing(1)
+        let loser = root.chain.addMember(in: root.ownHome)
+        let winner = root.chain.addMember(in: absorbed[0].home(under: root))
+        let saved = root.chain
+
+        var actions = ChainActions()
+        root.chain.cancelLoser(
+            loser.key, in: root.ownHome, winner: (root.id, loser.key), root: root.id, into: &actions)
+        assertNothingRecorded(actions, "the winner given twice is not its own loser")
+
+        root.chain.cancelLoser(
+            loser.key, in: root.ownHome, winner: (absorbed[0].id, winner.key), root: root.id, into: &actions)
+        assertRecorded(actions, rejectedAndCalled([loser]), "a winner in an absorbed storage shares the chain")
+        XCTAssertTrue(root.chain.isActive, "the winner's chain is not cancelled")
+
+        root.chain = saved
+        var other = ChainActions()
+        root.chain.cancelLoser(
+            loser.key, in: root.ownHome, winner: (Node().id, winner.key), root: root.id, into: &other)
+        XCTAssertFalse(root.chain.isActive, "a winner of another chain: the loser's chain is cancelled")
+        XCTAssertEqual(other.recorded.count, 4, "both members rejected and their closures called")
+    }
+
+    /// A followed link never reaches the chain the cancel must not reach, named by any of its
+    /// live storages (the winner's, absorbed since it settled), not only by its root.
+    func testALinkedCancelExcludingAnAbsorbedStorageOfTheChainCancelsNothing() {
+        let (root, absorbed) = rootAbsorbing(1)
+        _ = root.chain.addMember(in: root.ownHome)
+        var actions = ChainActions()
+        root.chain.linkedCancel(
+            with: error, at: .library, root: root.id, excluding: absorbed[0].id, into: &actions)
+        assertNothingRecorded(actions)
+        XCTAssertTrue(root.chain.isActive)
+    }
+
     /// The index of absorbed storages finds every object it recorded, and none it did not,
     /// however many (it grows as they come).
     func testTheIdentityIndexFindsWhatItRecordedAndNothingElse() {

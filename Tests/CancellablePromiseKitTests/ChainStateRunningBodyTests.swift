@@ -119,9 +119,7 @@ final class ChainStateRunningBodyTests: XCTestCase {
         var chain = Chain(members: 2)
         let loser = madeToken(chain.members[0], of: &chain)
         let other = madeToken(chain.members[1], of: &chain)
-        var actions = ChainActions()
-        chain.state.cancelLoser(
-            chain.members[0].key, in: chain.home, winnerRoot: chain.root.id, root: chain.root.id, into: &actions)
+        var actions = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
         assertRecorded(actions, rejectedAndCalled([chain.members[0]]) + [.completeToken(cancelled: true)])
         actions.run()
         XCTAssertTrue(loser.isCancelled)

@@ -334,13 +334,15 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         }
     }
 
-    /// Cancels a loser of an `autoCancel` combinator, the member `key` of this storage, under
-    /// one lock (see `ChainState.cancelLoser`); `winnerRoot` is the root of the winner's chain.
-    /// Links followed never reach the winner's chain (a loser may wait on the winner).
-    func cancelLoser(_ key: SlotKey, winnerRoot: CancelStorage) {
-        withRoot(excluding: winnerRoot) { root, home, actions in
+    /// Cancels the input `key` of this storage of an `autoCancel` combinator that the member
+    /// `winnerKey` of `winner` settled, under one lock (see `ChainState.cancelLoser`: the machine
+    /// decides whether it is the winner itself, or shares the winner's chain). Links followed
+    /// never reach the winner's chain (a loser may wait on the winner).
+    func cancelLoser(_ key: SlotKey, winner: CancelStorage, winnerKey: SlotKey) {
+        withRoot(excluding: winner) { root, home, actions in
             root.chain.cancelLoser(
-                key, in: home, winnerRoot: ObjectIdentifier(winnerRoot), root: ObjectIdentifier(root), into: &actions)
+                key, in: home, winner: (ObjectIdentifier(winner), winnerKey), root: ObjectIdentifier(root),
+                into: &actions)
         }
     }
 

@@ -345,12 +345,13 @@ struct ChainState {
 
     /// A link of another chain reached this one, whose root is `root`, while a cancellation was
     /// followed: cancels it with `error` from `site`, unless it is the chain the links must not
-    /// reach (`excluded`: an `autoCancel` winner's, which a loser may wait on).
+    /// reach (`excluded`: a storage of it, an `autoCancel` winner's, which a loser may wait on;
+    /// decided from this machine's own entries, so a join since the winner settled counts).
     mutating func linkedCancel(
         with error: any Error, at site: CancelSite, root: ObjectIdentifier, excluding excluded: ObjectIdentifier?,
         into actions: inout ChainActions
     ) {
-        guard root != excluded else { return }
+        if let excluded, contains(excluded, root: root) { return }
         cancel(with: error, at: site, root: root, into: &actions)
     }
 
@@ -364,15 +365,19 @@ struct ChainState {
         cancel(with: boxedCancellation, at: .library, root: root, into: &actions)
     }
 
-    /// Cancels the loser `key` of an `autoCancel` combinator, whose winner's chain has the root
-    /// `winnerRoot`. A loser that shares its chain with the winner is cancelled alone: its own
-    /// promise, cancel closure and links, so the winner's chain is not marked cancelled.
-    /// Otherwise its chain is cancelled. Nothing if the loser is no longer listed (settled).
+    /// Cancels the input `key` of an `autoCancel` combinator that `winner` settled (the
+    /// winner's storage and key there), decided under this chain's lock from the machine's own
+    /// entries: the winner itself (the same member given twice) is left alone; a loser that
+    /// shares its chain with the winner (the winner's storage is this root or one it absorbed) is
+    /// cancelled alone: its own promise, cancel closure and links, so the winner's chain is not
+    /// marked cancelled. Otherwise its chain is cancelled. Nothing if the loser is no longer
+    /// listed (settled).
     mutating func cancelLoser(
-        _ key: SlotKey, in home: MemberHome, winnerRoot: ObjectIdentifier, root: ObjectIdentifier,
-        into actions: inout ChainActions
+        _ key: SlotKey, in home: MemberHome, winner: (storage: ObjectIdentifier, key: SlotKey),
+        root: ObjectIdentifier, into actions: inout ChainActions
     ) {
-        guard root == winnerRoot else {
+        if winner.storage == home.storage, winner.key == key { return }
+        guard contains(winner.storage, root: root) else {
             return cancelIfListed(key, in: home, root: root, into: &actions)
         }
         var tokens = bodyTokens

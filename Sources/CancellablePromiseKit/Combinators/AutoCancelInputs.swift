@@ -20,10 +20,6 @@ import PromiseCore
         self.key = key
     }
 
-    /// Whether `other` is the same member of the same chain.
-    func isSameMember(as other: CancelInput) -> Bool {
-        storage === other.storage && key == other.key
-    }
 }
 
 extension CancellablePromise {
@@ -61,16 +57,15 @@ extension CancellablePromise {
     }
 
     /// Cancels the pending work of every input but `winnerPromise`'s, the input that settled
-    /// the combinator: never the winner (nor the same promise given twice), nothing it depends
+    /// the combinator: never the winner (nor the same member given twice), nothing it depends
     /// on. A loser in a chain of its own has that chain cancelled; a loser that is a branch of
     /// the winner's chain is cancelled alone (its own promise, task and the chains it waits on),
-    /// so the winner's chain is not marked cancelled.
+    /// so the winner's chain is not marked cancelled. Each of those is decided by the loser's
+    /// chain under its lock (`ChainState.cancelLoser`), from the winner's storage and key.
     @usableFromInline func cancelLosers(winner winnerPromise: AnyObject) {
         guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
-        for loser in inputs {
-            guard !loser.isSameMember(as: winner), loser.promise !== winnerPromise else { continue }
-            // The winner's root is read again for each loser: a join may have moved it since.
-            loser.storage.cancelLoser(loser.key, winnerRoot: winner.storage.root)
+        for loser in inputs where loser.promise !== winnerPromise {
+            loser.storage.cancelLoser(loser.key, winner: winner.storage, winnerKey: winner.key)
         }
     }
 
