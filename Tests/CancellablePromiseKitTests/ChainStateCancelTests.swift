@@ -429,4 +429,15 @@ final class ChainStateCancelTests: XCTestCase {
         assertRejected(relisted, with: error)
         for (_, member) in busy { assertRejected(member, with: error) }
     }
+
+    /// An observer passes its source's result on in an active chain, and the chain's own
+    /// cancellation once the chain was cancelled (so the steps after it settle with it).
+    func testAnObserverPassesTheChainsCancellationOnOnceItWasCancelled() {
+        var chain = Chain(members: 1)
+        let observer = chain.state.addStep(in: chain.home, after: chain.members[0], isObserver: true)
+        XCTAssertNil(chain.state.errorPassedOn(byObserver: observer.key))
+        _ = chain.cancel(with: error)
+        XCTAssertEqual(chain.state.errorPassedOn(byObserver: observer.key) as? ChainError, error)
+        observer.resolver.fulfill(1)
+    }
 }

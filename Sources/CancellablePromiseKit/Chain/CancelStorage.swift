@@ -259,6 +259,12 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         readRoot { $0.chain.cancelledError }
     }
 
+    /// What the observer `key` of this storage passes on instead of its source's result once its
+    /// body has run (see `ChainState.errorPassedOn(byObserver:)`).
+    func errorPassedOn(byObserver key: SlotKey) -> (any Error)? {
+        readRoot { $0.chain.errorPassedOn(byObserver: key) }
+    }
+
     /// A step body must not start once the chain was cancelled. (A member cancelled alone has
     /// its promise rejected at once: its step never asks.)
     @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? {

@@ -84,6 +84,14 @@ struct ChainState {
         return nil
     }
 
+    /// What an observer (`ensure`, `tap`, `ensureThen`, `catch`, `finally`) passes on once its body
+    /// has run: the chain's cancellation if the chain was cancelled (the steps after it settle
+    /// with it, in chain order), otherwise nothing (its source's result goes on). Every observer
+    /// of a cancelled chain passes the same error, whatever its key.
+    func errorPassedOn(byObserver key: SlotKey) -> (any Error)? {
+        cancelledError
+    }
+
     var cancelSite: CancelSite? {
         if case .cancelled(_, let site) = phase { return site }
         return nil
