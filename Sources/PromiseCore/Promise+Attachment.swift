@@ -35,6 +35,11 @@ import Dispatch
 // 6. A wrapper may keep state beside a promise under that promise's lock (the context
 //    CancellablePromiseKit makes on first use for a promise made settled):
 //    `_withLockForWrapper(_:)`, the one lock lent outside PromiseCore (see Lock.swift).
+// 7. A running body sees its step (`CancellationToken.current`). While the body of a step with an
+//    attachment runs, the step, its attachment and key are this thread's running body
+//    (RunningBody.swift; marked where `bodyStart` lets the body start, and for an observer by
+//    `enterObserverBody()`); `_keptByRunningBody(_:)` reads it and keeps what the reader made
+//    with it, `_runAsRunningBody(owner:key:_:)` marks an initialiser's body.
 //
 // Naming: a function, property or initialiser of PromiseCore that CancellablePromiseKit's
 // inlinable code calls has a leading underscore, as swift-nio's `_addCallback` does: such a call

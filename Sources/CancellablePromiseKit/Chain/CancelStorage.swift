@@ -48,6 +48,12 @@ import PromiseCore
 // step waiting on it to that promise's chain. Cancelling the waiting chain cancels the linked
 // one; the link ends when the step settles.
 //
+// A running body's token (`CancellationToken.current`): while a member's body runs, PromiseCore
+// marks the storage and the member's slot as the thread's running body; a body that reads
+// `current` asks the storage, whose machine makes the member's token once and keeps it by
+// (storage identity, slot) in `ChainState.bodyTokens` until the member leaves (completed "not
+// cancelled") or a cancellation that finds the member pending cancels it.
+//
 // Lock order: only a join holds two storage locks, those of two roots, taken in address order.
 // A storage lock may be held while taking promise locks (to reject the chain's promises, to
 // attach the storage to a promise), never the reverse. User code (cancel closures,
