@@ -358,6 +358,27 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         return key
     }
 
+    /// Makes `step` a member following `upstream` in one locked section: reserves its slot (see
+    /// `ChainState.reserve`), sets the slot as the step's attachment key, and lists it (see
+    /// `ChainState.list`); counts the step's `CancellablePromise` as a new handle. `step` was
+    /// made with this storage as its attachment and is not yet connected to its source, so no
+    /// other thread can see it before it is listed, and nothing settles it meanwhile. For a
+    /// step whose body needs no key of its own (`map`, `done`…): `_reserveStep` and `_listStep`
+    /// take the lock twice, the key known before the step is made. Not inlinable: the lock is
+    /// taken and released in this module.
+    @usableFromInline func _addStep(_ step: any CancelTarget, upstream: SlotKey) -> SlotKey {
+        var key = SlotKey.none
+        withRoot(
+            common: { root, home in
+                key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: nil)
+                step.setAttachmentKeyUnshared(key.slot)
+                return root.chain.listIfActive(key, target: step, in: home)
+            },
+            general: { root, home, actions in root.chain.list(key, target: step, in: home, into: &actions) })
+        addHandle()
+        return key
+    }
+
     /// Lists the step `target` reserved as `key` by `_reserveStep` (see `ChainState.list`).
     @usableFromInline func _listStep(_ key: SlotKey, target: any CancelTarget) {
         withRoot(
