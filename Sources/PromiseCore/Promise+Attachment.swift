@@ -14,7 +14,8 @@ import Dispatch
 //    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
 //    promise with `replaceAttachment(with:key:)`, or makes a step with its attachment from the
 //    start and lists it before the step is connected to its source (`_makeMap`, `_makeThen`,
-//    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile. The
+//    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile (a
+//    step made before its key is known gets it then, `setAttachmentKeyUnshared(_:)`). The
 //    attachment is told once, outside every lock, that the promise settled
 //    (`promiseDidSettle(key:)`), and is released then. There is one way for an owner to hear a
 //    settle: a `PromiseAttachment` told `promiseDidSettle(key:)`, either as the attachment (held
