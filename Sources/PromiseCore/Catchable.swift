@@ -125,7 +125,7 @@ extension CatchMixin where T == Void {
 /// The end of a chain, returned by `catch` and `cauterize`.
 public class PMKFinalizer: @unchecked Sendable {
     // @unchecked: a class that is not final cannot be checked; it holds only a `let` promise.
-    @usableFromInline package let _promise: Promise<Void>
+    @usableFromInline let _promise: Promise<Void>
 
     @usableFromInline init(_ promise: Promise<Void>) {
         self._promise = promise

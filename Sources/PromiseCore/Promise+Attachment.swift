@@ -14,7 +14,8 @@ import Dispatch
 //    chain the promise is a member of, which knows it by a key (its slot). The storage adopts a
 //    promise with `replaceAttachment(with:key:)`, or makes a step with its attachment from the
 //    start and lists it before the step is connected to its source (`_makeMap`, `_makeThen`,
-//    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile. The
+//    `_makeGeneralStep`, then `_connect`, in Steps.swift): nothing can settle it meanwhile (a
+//    step made before its key is known gets it then, `setAttachmentKeyUnshared(_:)`). The
 //    attachment is told once, outside every lock, that the promise settled
 //    (`promiseDidSettle(key:)`), and is released then. There is one way for an owner to hear a
 //    settle: a `PromiseAttachment` told `promiseDidSettle(key:)`, either as the attachment (held
@@ -53,7 +54,7 @@ import Dispatch
 // SettleListener.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks and atomics (`Locked`, `LockWord` and
 // `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and
-// `PMKFinalizer._promise`, `Guarantee(promise:)`, `isNeverDelay(_:)`, `neverScheduledWork`.
+// `Guarantee(promise:)`, `isNeverDelay(_:)`, `neverScheduledWork`.
 // What only PromiseCore uses is internal (`@usableFromInline` where inlinable code needs it).
 
 // MARK: - A producer's task (rule 1)
@@ -233,9 +234,18 @@ extension Promise {
 
     /// Replaces the attachment while pending (see `Promise.replaceAttachment(with:key:)`).
     func replaceAttachment(with new: any PromiseAttachment, key: UInt32) -> (attached: Bool, replaced: AnyObject?)
+
+    /// Sets the key the attachment knows this promise by, for a step made with its attachment
+    /// and not yet connected (`_makeMap`…), which no other thread can see: its owner makes the
+    /// step first, then reserves its key and lists it under the owner's one lock.
+    func setAttachmentKeyUnshared(_ key: UInt32)
 }
 
-extension Promise: CancelTarget {}
+extension Promise: CancelTarget {
+    @usableFromInline package final func setAttachmentKeyUnshared(_ key: UInt32) {
+        attachmentKey = key
+    }
+}
 
 // MARK: - Reporting the input that settled an aggregate (rule 5)
 

@@ -376,13 +376,14 @@ extension Promise {
 /// nothing can run its body, settle it or see it, so its owner can list it first. Made by
 /// `_makeGeneralStep`, `_makeMap` and `_makeThen`.
 @usableFromInline package struct _UnconnectedStep<U> {
-    /// The step.
-    @usableFromInline package let promise: Promise<U>
-    /// The same object, as the handler its source runs.
+    /// The step, as the handler its source runs.
     @usableFromInline let handler: any PromiseHandler
 
+    /// The step. (One stored reference, not two: a second would be retained and released on
+    /// every step made.)
+    @inlinable package var promise: Promise<U> { unsafeDowncast(handler, to: Promise<U>.self) }
+
     @usableFromInline init(_ step: some PromiseStep & Promise<U>) {
-        promise = step
         handler = step
     }
 }

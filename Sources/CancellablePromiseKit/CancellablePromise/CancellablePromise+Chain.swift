@@ -14,14 +14,15 @@ extension CancellablePromise {
         CancellablePromise<U>(member: step, storage: _chainStorage, newChain: false, upstream: _key, cancel: nil)
     }
 
-    /// Wraps a step whose body must not run once the chain is cancelled (`then`, `map`,
-    /// `compactMap`, `done`, `get`, `recover`, and the sequence helpers that take a body).
-    /// `make` builds the core step, not yet connected to this promise, with the chain's storage
-    /// as its attachment and its member's slot as its key from the start: the step asks the
-    /// storage before its body starts, so no body starts once the chain is cancelled — also a
-    /// step made while `cancel()` runs, or queued before it. `make` also receives the member to
-    /// link what the body returns. The member is reserved, made and listed under one lock
-    /// (`make` only allocates), then the step is connected: its body may run from then on.
+    /// Wraps a step whose body must not run once the chain is cancelled and needs its member
+    /// (`then`, `recover` of a thenable, `thenMap`: to link what the body returns), or an
+    /// observer's (see `observer(_:)`). The member is reserved first (one locked section), so
+    /// that `make` receives it: `make` builds the core step, not yet connected to this promise,
+    /// with the chain's storage as its attachment and its member's slot as its key from the
+    /// start: the step asks the storage before its body starts, so no body starts once the
+    /// chain is cancelled — also a step made while `cancel()` runs, or queued before it. The
+    /// step is then listed (a second locked section; nothing can settle it meanwhile), and
+    /// connected: its body may run from then on.
     @inlinable
     func step<U>(
         isObserver: Bool = false, _ make: (_ChainMember) -> _UnconnectedStep<U>
@@ -30,6 +31,25 @@ extension CancellablePromise {
         let key = storage._reserveStep(upstream: _key, isObserver: isObserver)
         let step = make(_ChainMember(storage: storage, key: key))
         storage._listStep(key, target: step.promise)
+        let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
+        promise._connect(step)
+        return wrapper
+    }
+
+    /// Wraps a step whose body must not run once the chain is cancelled and needs no member of
+    /// its own (`map`, `compactMap`, `done`, `get`, `recover` with a body that returns nothing,
+    /// and the sequence helpers that map): as `step(isObserver:_:)`, with one locked section
+    /// instead of two. `make` builds the core step first, with the chain's storage as its
+    /// attachment and `placeholderKey` as its key; then its slot is reserved, set as its key and
+    /// listed under one lock (`_addStep`: no other thread can see the step before), and the
+    /// step is connected.
+    @inlinable
+    func plainStep<U>(
+        _ make: (_ storage: CancelStorage, _ placeholderKey: UInt32) -> _UnconnectedStep<U>
+    ) -> CancellablePromise<U> {
+        let storage = _chainStorage
+        let step = make(storage, .max)
+        let key = storage._addStep(step.promise, upstream: _key)
         let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)
         promise._connect(step)
         return wrapper
@@ -94,8 +114,8 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U
     ) -> CancellablePromise<U> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot, transform)
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key, transform)
         }
     }
 
@@ -105,9 +125,9 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T) throws -> U?
     ) -> CancellablePromise<U> {
-        step { member in
+        plainStep { storage, key in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.slot
+                on: on, flags: flags, hop: .fulfilled, attachment: storage, key: key
             ) { result in
                 switch result {
                 case .rejected(let error): return .result(.rejected(error))
@@ -125,7 +145,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { member in promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot, body)
+        plainStep { storage, key in promise._makeMap(on: on, flags: flags, attachment: storage, key: key, body)
         }
     }
 
@@ -135,9 +155,9 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (T) throws -> Void
     ) -> CancellablePromise<T> {
-        step { member in
+        plainStep { storage, key in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .fulfilled, attachment: member.storage, key: member.key.slot
+                on: on, flags: flags, hop: .fulfilled, attachment: storage, key: key
             ) { result in
                 if case .fulfilled(let value) = result { try body(value) }
                 return .result(result)
@@ -301,9 +321,9 @@ extension CancellablePromise where T == Void {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping (Error) -> Void
     ) -> CancellablePromise<Void> {
-        step { member in
+        plainStep { storage, key in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .rejected(.allErrors), attachment: member.storage, key: member.key.slot
+                on: on, flags: flags, hop: .rejected(.allErrors), attachment: storage, key: key
             ) { result in
                 if case .rejected(let error) = result { body(error) }
                 return .result(.fulfilled(()))
@@ -318,9 +338,9 @@ extension CancellablePromise where T == Void {
         policy: CatchPolicy = conf.catchPolicy,
         _ body: @escaping (Error) throws -> Void
     ) -> CancellablePromise<Void> {
-        step { member in
+        plainStep { storage, key in
             promise._makeGeneralStep(
-                on: on, flags: flags, hop: .rejected(policy), attachment: member.storage, key: member.key.slot
+                on: on, flags: flags, hop: .rejected(policy), attachment: storage, key: key
             ) { result in
                 guard case .rejected(let error) = result, policy.catches(error) else {
                     return .result(result)

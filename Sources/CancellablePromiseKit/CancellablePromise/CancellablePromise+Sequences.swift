@@ -12,8 +12,8 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
                 try $0.map(transform)
             }
         }
@@ -25,8 +25,8 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
                 try $0.flatMap(transform)
             }
         }
@@ -38,8 +38,8 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
                 try $0.compactMap(transform)
             }
         }
@@ -97,8 +97,8 @@ extension CancellablePromise where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
                 $0.filter(isIncluded)
             }
         }
@@ -117,8 +117,8 @@ extension CancellablePromise where T: Collection {
         flags: DispatchWorkItemFlags? = nil,
         where test: @escaping (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { collection in
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) { collection in
                 guard let first = collection.first(where: test) else { throw PMKError.emptySequence }
                 return first
             }
@@ -137,8 +137,8 @@ extension CancellablePromise where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> CancellablePromise<[T.Iterator.Element]> {
-        step { member in
-            promise._makeMap(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { $0.sorted() }
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key) { $0.sorted() }
         }
     }
 }

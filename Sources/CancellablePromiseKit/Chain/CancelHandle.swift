@@ -51,20 +51,38 @@ extension CancelStorage {
     /// A handle of this storage went away: one atomic decrement. The last handle of a root
     /// abandons its chain (`ChainState.handlesGone`); the last handle of an absorbed
     /// storage ends its count as a handle of its root, which may be that root's last.
-    @usableFromInline func releaseHandle() {
-        var storage: CancelStorage? = self
-        while let current = storage {
-            storage = nil
-            let remaining = atomicAdd(&current.own.pointee.handles, -1)
-            precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
-            guard remaining == 0 else { return }
-            var actions = ChainActions()
-            let root = current.lockRoot()
-            let releasesHold = root.chain.handlesGone(of: current.home(under: root), into: &actions)
-            root.unlock()
-            if releasesHold { storage = current.takeHolding() }
-            if !actions.isEmpty { actions.run() }
+    @usableFromInline @inline(never) func releaseHandle() {
+        // Not the last handle (the common case): no reference to this storage is taken.
+        if dropHandle() == 0 { lastHandleGone() }
+    }
+
+    /// This storage's last handle went away: its chain is abandoned if it is a root; if a join
+    /// absorbed it, the storage it counted as a handle of loses that handle, which may be its
+    /// last in turn (a loop, not a recursion).
+    private func lastHandleGone() {
+        var held = handlesGone()
+        while let storage = held, storage.dropHandle() == 0 {
+            held = storage.handlesGone()
         }
+    }
+
+    /// `ChainState.handlesGone` for this storage, whose handles are gone; returns the storage
+    /// it counted as a handle of, if that hold ends.
+    @inline(__always)
+    private func handlesGone() -> CancelStorage? {
+        var actions = ChainActions()
+        let releasesHold = withLockedRoot { root in root.chain.handlesGone(of: home(under: root), into: &actions) }
+        let held = releasesHold ? takeHolding() : nil
+        if !actions.isEmpty { actions.run() }
+        return held
+    }
+
+    /// Counts one handle less; returns how many are left.
+    @inline(__always)
+    private func dropHandle() -> Int {
+        let remaining = atomicAdd(&own.pointee.handles, -1)
+        precondition(remaining >= 0, "CancelStorage.releaseHandle: a handle was released twice")
+        return remaining
     }
 
     /// The storage this absorbed storage counted as a handle of, no longer held (see

@@ -175,6 +175,29 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         return storage
     }
 
+    /// Locks the root this storage forwards to (itself unless absorbed by a join) and returns
+    /// it unretained: `lockRoot()` returns it retained, a reference taken and dropped around
+    /// every event (about 40 instructions). Safe while its lock is held: the root cannot be
+    /// absorbed meanwhile, so this storage's path of strong `forwarding` references leads to it
+    /// and keeps it alive. Used through `_withUnsafeGuaranteedRef`, which takes no reference.
+    @inline(__always)
+    private func lockedRoot() -> Unmanaged<CancelStorage> {
+        lock()
+        guard case .forwarded = own.pointee.forwarding else { return Unmanaged.passUnretained(self) }
+        unlock()
+        return Unmanaged.passUnretained(lockForwardedRoot())
+    }
+
+    /// Runs `body` with the root locked (see `lockedRoot()`), and unlocks it.
+    @inline(__always)
+    func withLockedRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
+        lockedRoot()._withUnsafeGuaranteedRef { root in
+            let result = body(root)
+            root.unlock()
+            return result
+        }
+    }
+
     /// The one critical section of a chain's events: locks the root, runs `event` with the
     /// root and this storage as the member's home (the state machine's event is called there),
     /// unlocks, and runs what the event recorded. Links followed are cancelled at `site`, and
@@ -196,9 +219,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// what to release (`event`'s result).
     @inline(__always)
     private func withRootOnly<R>(_ event: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return event(root, home(under: root))
+        withLockedRoot { root in event(root, home(under: root)) }
     }
 
     /// The critical section of an event with a common case that leaves nothing to do after the
@@ -211,16 +232,18 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         common: (_ root: CancelStorage, _ home: MemberHome) -> Bool,
         general: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> Void
     ) {
-        let root = lockRoot()
-        let home = home(under: root)
-        if common(root, home) {
+        lockedRoot()._withUnsafeGuaranteedRef { root in
+            let home = home(under: root)
+            if common(root, home) {
+                root.unlock()
+                return
+            }
+            var actions = ChainActions()
+            general(root, home, &actions)
             root.unlock()
-            return
+            // `root` is not used once unlocked (a join may absorb it and its last reference go).
+            if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
         }
-        var actions = ChainActions()
-        general(root, home, &actions)
-        root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
     }
 
     /// Where this storage's members are in the machine of `root`, the root it forwards to.
@@ -232,9 +255,7 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// Reads the root's state with its lock held.
     @inline(__always)
     private func readRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
-        let root = lockRoot()
-        defer { root.unlock() }
-        return body(root)
+        withLockedRoot(body)
     }
 
     /// Follows the links recorded in `actions` (cancelling the chains they reach, each in its
@@ -368,6 +389,27 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         let key = withRootOnly { root, home in
             root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
         }
+        addHandle()
+        return key
+    }
+
+    /// Makes `step` a member following `upstream` in one locked section: reserves its slot (see
+    /// `ChainState.reserve`), sets the slot as the step's attachment key, and lists it (see
+    /// `ChainState.list`); counts the step's `CancellablePromise` as a new handle. `step` was
+    /// made with this storage as its attachment and is not yet connected to its source, so no
+    /// other thread can see it before it is listed, and nothing settles it meanwhile. For a
+    /// step whose body needs no key of its own (`map`, `done`…): `_reserveStep` and `_listStep`
+    /// take the lock twice, the key known before the step is made. Not inlinable: the lock is
+    /// taken and released in this module.
+    @usableFromInline func _addStep(_ step: any CancelTarget, upstream: SlotKey) -> SlotKey {
+        var key = SlotKey.none
+        withRoot(
+            common: { root, home in
+                key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: nil)
+                step.setAttachmentKeyUnshared(key.slot)
+                return root.chain.listIfActive(key, target: step, in: home)
+            },
+            general: { root, home, actions in root.chain.list(key, target: step, in: home, into: &actions) })
         addHandle()
         return key
     }
