@@ -13,9 +13,10 @@ internal import CPromiseLock
 @usableFromInline struct RunningBodyMark {
     let record: OpaquePointer
     let previous: cpk_running_body
-    /// The owner marked, held until the mark is put back when the step's own reference may go
-    /// meanwhile (a cancellation settles the step); `nil` when the caller holds it.
-    let owner: AnyObject?
+    /// The owner marked, retained until the mark is put back when the step's own reference may
+    /// go meanwhile (a cancellation settles the step); `nil` when the caller holds it. (A raw
+    /// pointer: the mark stays a trivial value, copied and dropped without reference counting.)
+    let heldOwner: UnsafeRawPointer?
 }
 
 /// Marks the body of `step`, governed by `owner`, which knows it by `key`, as this thread's
@@ -25,14 +26,16 @@ internal import CPromiseLock
 @usableFromInline func enterRunningBody(owner: __owned AnyObject, key: UInt32, step: AnyObject) -> RunningBodyMark {
     let record = markRunningBody(
         owner: owner, key: key, step: UnsafeRawPointer(Unmanaged.passUnretained(step).toOpaque()))
-    return RunningBodyMark(record: OpaquePointer(record.record), previous: record.previous, owner: owner)
+    return RunningBodyMark(
+        record: OpaquePointer(record.record), previous: record.previous,
+        heldOwner: UnsafeRawPointer(Unmanaged.passRetained(owner).toOpaque()))
 }
 
 /// Marks a body that runs before its promise is listed anywhere (no step), governed by `owner`,
 /// which knows it by `key`; the caller keeps `owner` alive until the mark is put back.
 @usableFromInline func enterRunningBody(unheld owner: AnyObject, key: UInt32) -> RunningBodyMark {
     let record = markRunningBody(owner: owner, key: key, step: nil)
-    return RunningBodyMark(record: OpaquePointer(record.record), previous: record.previous, owner: nil)
+    return RunningBodyMark(record: OpaquePointer(record.record), previous: record.previous, heldOwner: nil)
 }
 
 /// Writes this thread's record for a marked body; returns it and what it replaced.
@@ -54,6 +57,7 @@ private func markRunningBody(
     let kept = record.pointee.kept
     record.pointee = mark.previous
     if let kept { Unmanaged<AnyObject>.fromOpaque(kept).release() }
+    if let owner = mark.heldOwner { Unmanaged<AnyObject>.fromOpaque(owner).release() }
 }
 
 /// What a reader keeps with this thread's running body (the token `CancellationToken.current`

@@ -340,15 +340,37 @@ struct ChainState {
             return false
         }
         phase = .cancelled(error, site)
-        // Tokens of members that settled on their own first stay for their settle notifications.
+        guard bodyTokens == nil else {
+            cancelTablesWithBodyTokens(with: error, root: root, into: &actions)
+            return true
+        }
+        var noTokens: BodyTokens?
+        cancelTables(with: error, root: root, tokens: &noTokens, into: &actions)
+        return true
+    }
+
+    /// `cancelTables` in a chain whose running bodies read tokens (out of line: most chains
+    /// have none). Tokens of members that settled on their own first stay for their settle
+    /// notifications.
+    @inline(never)
+    private mutating func cancelTablesWithBodyTokens(
+        with error: any Error, root: ObjectIdentifier, into actions: inout ChainActions
+    ) {
         var tokens = bodyTokens
         bodyTokens = nil
+        cancelTables(with: error, root: root, tokens: &tokens, into: &actions)
+        bodyTokens = tokens
+    }
+
+    /// Cancels the members of every table of the chain (see `cancelTable`).
+    @inline(__always)
+    private mutating func cancelTables(
+        with error: any Error, root: ObjectIdentifier, tokens: inout BodyTokens?, into actions: inout ChainActions
+    ) {
         ChainState.cancelTable(&table, home: root, with: error, tokens: &tokens, into: &actions)
         group?.tables.forEach { storage, table in
             ChainState.cancelTable(&table, home: storage, with: error, tokens: &tokens, into: &actions)
         }
-        bodyTokens = tokens
-        return true
     }
 
     /// A link of another chain reached this one, whose root is `root`, while a cancellation was
