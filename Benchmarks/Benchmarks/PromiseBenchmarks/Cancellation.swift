@@ -46,37 +46,19 @@ func registerCancellationBenchmarks() {
     }
 
     // A 1,000-link cancellable `map` chain, resolved: every body runs (marked as its step's
-    // running body). The baseline of the two `current_` rows.
+    // running body); then the same chain whose bodies read `CancellationToken.current` once
+    // (its token made) or three times (the same token read again): per link, what a first
+    // read and later reads cost.
     Benchmark("cancel_map_run", configuration: configuration()) { _ in
-        let (head, resolver) = CancellablePromise<Int>.pending()
-        var tail = head
-        for _ in 0..<chainLength { tail = tail.map(on: nil) { $0 &+ 1 } }
-        resolver.fulfill(0)
-        precondition(tail.value == chainLength)
+        runCancellableMapChain(length: chainLength, reads: .none)
     }
 
-    // The same chain, each body reading `CancellationToken.current` once (its token made), or
-    // three times (the same token read again): per link, what a first read and later reads cost.
     Benchmark("current_first_read", configuration: configuration()) { _ in
-        let (head, resolver) = CancellablePromise<Int>.pending()
-        var tail = head
-        for _ in 0..<chainLength { tail = tail.map(on: nil) { CancellationToken.current.isCancelled ? 0 : $0 &+ 1 } }
-        resolver.fulfill(0)
-        precondition(tail.value == chainLength)
+        runCancellableMapChain(length: chainLength, reads: .once)
     }
 
     Benchmark("current_read_three", configuration: configuration()) { _ in
-        let (head, resolver) = CancellablePromise<Int>.pending()
-        var tail = head
-        for _ in 0..<chainLength {
-            tail = tail.map(on: nil) { value in
-                let a = CancellationToken.current.isCancelled
-                let b = CancellationToken.current.isCancelled
-                return a || b || CancellationToken.current.isCancelled ? 0 : value &+ 1
-            }
-        }
-        resolver.fulfill(0)
-        precondition(tail.value == chainLength)
+        runCancellableMapChain(length: chainLength, reads: .thrice)
     }
 
     Benchmark("cancel_chain_tail", configuration: configuration()) { _ in

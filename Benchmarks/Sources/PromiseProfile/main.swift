@@ -143,27 +143,11 @@ case "cancel_chain_tail":
     precondition(head.promise.isRejected && tail.promise.isRejected)
     consume(resolver)
 case "cancel_map_run", "current_first_read", "current_read_three":
-    // Cancellable `map` links, resolved: every body runs; per link, the body reads
-    // `CancellationToken.current` not at all, once, or three times (closures that capture
-    // nothing, as the plain row's).
-    let (head, resolver) = CancellablePromise<Int>.pending()
-    var tail = head
-    for _ in 0..<iterations {
-        switch workload {
-        case "cancel_map_run":
-            tail = tail.map(on: nil) { $0 &+ 1 }
-        case "current_first_read":
-            tail = tail.map(on: nil) { CancellationToken.current.isCancelled ? 0 : $0 &+ 1 }
-        default:
-            tail = tail.map(on: nil) { value in
-                let a = CancellationToken.current.isCancelled
-                let b = CancellationToken.current.isCancelled
-                return a || b || CancellationToken.current.isCancelled ? 0 : value &+ 1
-            }
-        }
-    }
-    resolver.fulfill(0)
-    precondition(tail.value == iterations)
+    // Cancellable `map` links, resolved: every body runs and reads `CancellationToken.current`
+    // not at all, once, or three times.
+    let reads: CurrentTokenReads =
+        workload == "cancel_map_run" ? .none : workload == "current_first_read" ? .once : .thrice
+    runCancellableMapChain(length: iterations, reads: reads)
 case "serial_hop":
     // A chain of `map(on: queue)` links on one serial queue, each hopping once, as the
     // benchmark row runs it (links kept, so none is freed while it runs). Profile the hops alone
