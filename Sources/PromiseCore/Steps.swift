@@ -274,7 +274,7 @@ extension Promise {
     /// settled by a cancellation; other steps do not start then.
     @usableFromInline let isObserver: Bool
     /// Made with its attachment (`_makeGeneralStep`): an observer's body runs as the running
-    /// body of that attachment (see `observerOwner`).
+    /// body of that attachment (see `enterObserverBody()`).
     @usableFromInline let isAttachedFromStart: Bool
     /// Set once the body has returned `.settleAs` and the step waits for that promise: the next
     /// call to `handle(settled:)` comes from it.
