@@ -20,9 +20,9 @@ internal import CPromiseLock
 }
 
 /// Marks the body of `step`, governed by `owner`, which knows it by `key`, as this thread's
-/// running body; returns the mark to put back with `leaveRunningBody(_:)`. The mark holds `owner`
-/// until then (a step's attachment, which a cancellation may release meanwhile: the caller's
-/// reference moves into the mark). The caller keeps `step` alive.
+/// running body; returns the mark to put back with `leaveRunningBody(_:)`. The mark holds a
+/// reference to `owner` until then (a step's attachment, which a cancellation may release
+/// meanwhile). The caller keeps `step` alive.
 @usableFromInline func enterRunningBody(owner: __owned AnyObject, key: UInt32, step: AnyObject) -> RunningBodyMark {
     let record = markRunningBody(
         owner: owner, key: key, step: UnsafeRawPointer(Unmanaged.passUnretained(step).toOpaque()))

@@ -217,4 +217,20 @@ final class ChainStateRunningBodyTests: XCTestCase {
             resolver.fulfill(0)
         }
     }
+
+    /// A loser cancelled alone frees its slot at once, while its body may still run; a later
+    /// member that takes the slot and reads its token does not hand that token to the loser,
+    /// whose body reads a cancelled one.
+    func testALoserWhoseSlotAnotherMemberTookReadsACancelledTokenNotTheNewcomers() {
+        var chain = Chain(members: 2)
+        let loser = chain.members[0]
+        var actions = chain.cancelLoser(loser, sharesChainWithWinner: true)
+        actions.run()
+        let newcomer = chain.state.addMember(in: chain.home)
+        XCTAssertEqual(newcomer.slot, loser.slot, "the freed slot is taken again")
+        let token = madeToken(newcomer, of: &chain)
+        XCTAssertEqual(read(loser, of: &chain), .cancelled)
+        XCTAssertEqual(read(newcomer, of: &chain), .token(token))
+        XCTAssertFalse(token.isCompleted)
+    }
 }

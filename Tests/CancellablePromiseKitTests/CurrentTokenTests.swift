@@ -317,4 +317,43 @@ extension CurrentTokenTests {
         XCTAssertEqual(seen?.isCancelled, true)
         resolver.fulfill(1)
     }
+
+    /// A loser of `race(autoCancel:)` in the winner's chain, cancelled while its body runs on a
+    /// queue, still sees a cancelled token when new members of the chain have taken its freed
+    /// slot and read their own tokens before it reads its own.
+    func testARaceLosersBodySeesItsCancelAfterItsSlotWasTakenAgain() {
+        let (base, seal) = CancellablePromise<Int>.pending()
+        let (winnerSource, winnerSeal) = Promise<Int>.pending()
+        let started = Handshake()
+        let proceed = Handshake()
+        let finished = Handshake()
+        let sawCancelled = SendableBox<Bool?>(nil)
+        let loser = base.map(on: .global()) { value -> Int in
+            started.signal()
+            proceed.wait()
+            sawCancelled.value = CancellationToken.current.isCancelled
+            finished.signal()
+            return value
+        }
+        let winner = base.then(on: nil) { _ in winnerSource }
+        let raced = race([loser, winner], autoCancel: true)
+        seal.fulfill(1)
+        XCTAssertTrue(started.wait())
+        winnerSeal.fulfill(2)
+        XCTAssertTrue(eventually { loser.promise.isRejected }, "the loser is cancelled alone")
+        let (newcomersSource, newcomersSeal) = Promise<Int>.pending()
+        var newcomerTokens: [CancellationToken] = []
+        let newcomers = (0..<4).map { _ in
+            base.then(on: nil) { _ -> Promise<Int> in
+                newcomerTokens.append(CancellationToken.current)
+                return newcomersSource
+            }
+        }
+        XCTAssertEqual(newcomerTokens.map(\.isCompleted), [false, false, false, false])
+        proceed.signal()
+        XCTAssertTrue(finished.wait())
+        XCTAssertEqual(sawCancelled.value, true)
+        newcomersSeal.fulfill(3)
+        withExtendedLifetime((raced, newcomers)) {}
+    }
 }

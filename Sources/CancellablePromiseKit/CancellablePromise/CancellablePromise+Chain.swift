@@ -48,6 +48,7 @@ extension CancellablePromise {
         _ make: (_ storage: CancelStorage, _ placeholderKey: UInt32) -> _UnconnectedStep<U>
     ) -> CancellablePromise<U> {
         let storage = _chainStorage
+        // The placeholder is never read: `_addStep` sets the real key before the step is connected.
         let step = make(storage, .max)
         let key = storage._addStep(step.promise, upstream: _key)
         let wrapper = CancellablePromise<U>(listedStep: step.promise, storage: storage, key: key)

@@ -46,7 +46,9 @@ extension ChainState {
     /// `step` (`nil` and `firstBodySlot`: a body run before its promise is listed). In an active
     /// chain, the member's token, made on the first read; `.cancelled` if the member is no
     /// longer listed with that promise (a running body's step leaves only when a cancellation
-    /// rejects it); `.cancelled` in a cancelled chain, `.none` in an abandoned one.
+    /// rejects it), checked before the stored token is looked up: a member cancelled alone frees
+    /// its slot at once, and a later member may hold that slot and a token by now; `.cancelled`
+    /// in a cancelled chain, `.none` in an abandoned one.
     mutating func runningBodyToken(slot: UInt32, step: ObjectIdentifier?, in home: MemberHome) -> RunningBodyToken {
         switch phase {
         case .cancelled: return .cancelled
@@ -54,8 +56,6 @@ extension ChainState {
         case .absorbed: preconditionFailure("ChainState.runningBodyToken: ask the root")
         case .active: break
         }
-        let key = BodyTokenKey(storage: home.storage, slot: slot)
-        if let token = bodyTokens?[key] { return .token(token) }
         if let step {
             let isListedStep = readTable(home) { table -> Bool in
                 let index = Int(slot)
@@ -68,6 +68,8 @@ extension ChainState {
         } else if slot != ChainState.firstBodySlot {
             return .cancelled
         }
+        let key = BodyTokenKey(storage: home.storage, slot: slot)
+        if let token = bodyTokens?[key] { return .token(token) }
         let made = CancellationToken()
         if bodyTokens == nil { bodyTokens = [:] }
         bodyTokens![key] = made
