@@ -246,14 +246,12 @@ struct ChainState {
     /// lock. (Returned rather than recorded in `ChainActions`: settling is the most frequent
     /// event, and it never calls a closure or follows a link.)
     mutating func memberSettled(_ index: Int, in home: MemberHome) -> LeftMember {
-        var wasInUse = false
         var left = withTable(home) { table -> LeftMember in
             guard index < table.slotCount else { return LeftMember() }
             switch table.state(index) {
             case .listed, .detached:
                 let left = LeftMember(contents: table.take(index))
                 table.free(index)
-                wasInUse = true
                 return left
             case .reserved:
                 preconditionFailure("ChainState.memberSettled: a member reports only once listed")
@@ -261,7 +259,7 @@ struct ChainState {
                 return LeftMember()
             }
         }
-        if wasInUse, bodyTokens?.isEmpty == false { left.token = takeBodyToken(UInt32(index), in: home) }
+        if bodyTokens?.isEmpty == false { left.token = takeBodyToken(UInt32(index), in: home) }
         noteIfEmptied(home)
         return left
     }
