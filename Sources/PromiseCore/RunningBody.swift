@@ -23,7 +23,7 @@ internal import CPromiseLock
 /// running body; returns the mark to put back with `leaveRunningBody(_:)`. The mark holds a
 /// reference to `owner` until then (a step's attachment, which a cancellation may release
 /// meanwhile). The caller keeps `step` alive.
-@usableFromInline func enterRunningBody(owner: __owned AnyObject, key: UInt32, step: AnyObject) -> RunningBodyMark {
+@usableFromInline func enterRunningBody(owner: AnyObject, key: UInt32, step: AnyObject) -> RunningBodyMark {
     let record = markRunningBody(
         owner: owner, key: key, step: UnsafeRawPointer(Unmanaged.passUnretained(step).toOpaque()))
     return RunningBodyMark(
@@ -52,7 +52,7 @@ private func markRunningBody(
 
 /// Puts back the record `enterRunningBody` replaced; releases the owner the mark held and what a
 /// reader kept with the body.
-@usableFromInline func leaveRunningBody(_ mark: __owned RunningBodyMark) {
+@usableFromInline func leaveRunningBody(_ mark: RunningBodyMark) {
     let record = UnsafeMutablePointer<cpk_running_body>(mark.record)
     let kept = record.pointee.kept
     record.pointee = mark.previous

@@ -435,9 +435,9 @@ final class ChainStateCancelTests: XCTestCase {
     func testAnObserverPassesTheChainsCancellationOnOnceItWasCancelled() {
         var chain = Chain(members: 1)
         let observer = chain.state.addStep(in: chain.home, after: chain.members[0], isObserver: true)
-        XCTAssertNil(chain.state.errorPassedOn(byObserver: observer.key))
+        XCTAssertNil(chain.state.errorPassedOnByObservers)
         _ = chain.cancel(with: error)
-        XCTAssertEqual(chain.state.errorPassedOn(byObserver: observer.key) as? ChainError, error)
+        XCTAssertEqual(chain.state.errorPassedOnByObservers as? ChainError, error)
         observer.resolver.fulfill(1)
     }
 }

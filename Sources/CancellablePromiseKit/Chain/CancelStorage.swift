@@ -286,10 +286,10 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
         readRoot { $0.chain.cancelledError }
     }
 
-    /// What the observer `key` of this storage passes on instead of its source's result once its
-    /// body has run (see `ChainState.errorPassedOn(byObserver:)`).
-    func errorPassedOn(byObserver key: SlotKey) -> (any Error)? {
-        readRoot { $0.chain.errorPassedOn(byObserver: key) }
+    /// What an observer of this chain passes on instead of its source's result once its body
+    /// has run (see `ChainState.errorPassedOnByObservers`).
+    var errorPassedOnByObservers: (any Error)? {
+        readRoot { $0.chain.errorPassedOnByObservers }
     }
 
     /// A step body must not start once the chain was cancelled. (A member cancelled alone has

@@ -98,7 +98,7 @@ struct _ChainMember {
     /// on once its body has run.
     @usableFromInline
     func passOn<T>(_ result: Result<T>) -> Result<T> {
-        if let error = storage.errorPassedOn(byObserver: key) { return .rejected(error) }
+        if let error = storage.errorPassedOnByObservers { return .rejected(error) }
         return result
     }
 }

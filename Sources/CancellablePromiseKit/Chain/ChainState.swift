@@ -86,9 +86,9 @@ struct ChainState {
 
     /// What an observer (`ensure`, `tap`, `ensureThen`, `catch`, `finally`) passes on once its body
     /// has run: the chain's cancellation if the chain was cancelled (the steps after it settle
-    /// with it, in chain order), otherwise nothing (its source's result goes on). Every observer
-    /// of a cancelled chain passes the same error, whatever its key.
-    func errorPassedOn(byObserver key: SlotKey) -> (any Error)? {
+    /// with it, in chain order), otherwise nothing (its source's result goes on). The same for
+    /// every observer of the chain: no member is asked about.
+    var errorPassedOnByObservers: (any Error)? {
         cancelledError
     }
 
