@@ -74,15 +74,15 @@ func lockWordPointer(_ object: AnyObject) -> UnsafeMutablePointer<LockWord> {
         .assumingMemoryBound(to: LockWord.self)
 }
 
-// The lock operations on a lock word's address, for every object that keeps one: `Promise`
-// (inline, addressed through the object), `LockStorage` (the element of a `ManagedBuffer`) and
-// the cancellation layer's chain storage (a `ManagedBuffer` of its own, whose element holds the
-// lock word beside the fields it guards and the handle count).
+// The lock operations on a lock word's address, for the objects of this module that keep one:
+// `Promise` (inline, addressed through the object) and `LockStorage` (the element of a
+// `ManagedBuffer`). Other modules reach theirs only through the object (`lockWordLock(of:)`,
+// below).
 
 /// Takes the lock at `pointer`, waiting (on Linux: spinning briefly, then sleeping) while
 /// another thread holds it. Not recursive.
 @inline(__always)
-package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_lock(pointer)
     #elseif os(Linux)
@@ -95,7 +95,7 @@ package func lockWordLock(_ pointer: UnsafeMutablePointer<LockWord>) {
 
 /// Releases the lock at `pointer`; only by the thread that holds it.
 @inline(__always)
-package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if canImport(Darwin)
     os_unfair_lock_unlock(pointer)
     #elseif os(Linux)
@@ -109,7 +109,7 @@ package func lockWordUnlock(_ pointer: UnsafeMutablePointer<LockWord>) {
 /// Releases what the platform keeps for the (unlocked) lock at `pointer`; once, before its
 /// memory goes. Nothing to do for an `os_unfair_lock` or a futex word.
 @inline(__always)
-package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
+func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
     #if !canImport(Darwin) && !os(Linux)
     pthread_mutex_destroy(pointer)
     #endif
@@ -125,7 +125,10 @@ package func lockWordDestroy(_ pointer: UnsafeMutablePointer<LockWord>) {
 // `lockWordPointer` computes with the stored property's own (`Locked._storedLockWordAddress()`,
 // the one class that exposes it), and `LockWordLayoutTests` checks, for every other class under
 // this rule, that it is a root class whose first stored property is its `LockWord` (by
-// reflection), so the same offset holds for it.
+// reflection), so the same offset holds for it. One more user keeps it as the first field of the
+// header of a `ManagedBuffer` subclass, whose header is that root class's one stored property:
+// the cancellation layer's chain storage (`CancelStorage`; `LockWordLayoutTests` compares the
+// header's address with the one computed here).
 // The state it guards is `@exclusivity(unchecked)`, accessed only between `lockWordLock(of:)` and
 // `lockWordUnlock(of:)`. Its users, and what a `LockStorage` cost them (callgrind, instructions per
 // operation, inline → `LockStorage`):

@@ -3,11 +3,13 @@ import XCTest
 @testable import CancellablePromiseKit
 @testable import PromiseCore
 
-/// The classes of this module that keep an inline lock word (the token, a bag's state, a shared work's host) address
-/// it through the object pointer (see PromiseCore's Lock.swift). PromiseCore's `LockWordTests`
-/// checks that the computed address is where Swift stores the first stored property of a root
-/// class; these tests check that each class here is such a class: no superclass, and its
-/// `LockWord` declared first (Swift lays a class's stored properties out in declaration order).
+/// The classes of this module that keep an inline lock word (the token, a bag's state, a shared
+/// work's host, the chain storage) address it through the object pointer (see PromiseCore's
+/// Lock.swift). PromiseCore's `LockWordTests` checks that the computed address is where Swift
+/// stores the first stored property of a root class; these tests check that each class here is
+/// such a class: no superclass, and its `LockWord` declared first (Swift lays a class's stored
+/// properties out in declaration order), or, for the chain storage, a `ManagedBuffer` whose
+/// header (the root class's one stored property) starts with its lock word.
 final class LockWordLayoutTests: XCTestCase {
     func testCancellationTokenKeepsItsLockWordFirstInARootClass() {
         assertLockWordIsFirstStoredPropertyOfARootClass(CancellationRequest().token)
@@ -19,6 +21,18 @@ final class LockWordLayoutTests: XCTestCase {
 
     func testSharedWorkHostKeepsItsLockWordFirstInARootClass() {
         assertLockWordIsFirstStoredPropertyOfARootClass(SharedWorkHost<Int>())
+    }
+
+    func testCancelStorageKeepsItsLockWordFirstInItsHeader() {
+        // A `ManagedBuffer` subclass: its header is the root class's one stored property, and the
+        // lock word is the header's first field, so the address PromiseCore computes is the
+        // header's lock word.
+        let storage = CancelStorage.make()
+        let header = storage.withUnsafeMutablePointerToHeader { UnsafeMutableRawPointer($0) }
+        XCTAssertEqual(MemoryLayout<OwnFields>.offset(of: \.lock), 0, "the lock word is the header's first field")
+        XCTAssertEqual(header, UnsafeMutableRawPointer(lockWordPointer(storage)), "the computed address is the header's")
+        let mirror = Mirror(reflecting: storage)
+        XCTAssertEqual(mirror.superclassMirror?.children.first?.label, "header", "the buffer's header is stored first")
     }
 
     func testACheckedClassWithAnotherFirstPropertyFailsTheRule() {

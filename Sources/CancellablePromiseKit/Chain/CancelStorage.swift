@@ -62,10 +62,10 @@ import PromiseCore
 // MARK: - Storage
 
 /// The fields of a storage guarded by its own lock (its root's or not), with that lock and the
-/// handle count: the storage's element (see `CancelStorage`).
+/// handle count: the storage's header (see `CancelStorage`). The lock word must stay first.
 @usableFromInline
 struct OwnFields {
-    var lock = LockWord()
+    var lock = LockWord()  // must stay the first stored property
     /// Live handles: `CancellablePromise`s and `CancelContext`s of this storage, and storages
     /// forwarding here that still have handles of their own. Starts with the handle that
     /// creates the storage. Updated only atomically (`atomicAdd`): a promise going away costs
@@ -81,13 +81,16 @@ struct OwnFields {
 /// The lock and state of a chain (see the top of this file), and the attachment of its members'
 /// promises. Never exposed: users hold `CancelContext` handles.
 ///
-/// A `ManagedBuffer`, as swift-nio's lock storage is: its header is the chain's state machine
-/// (`chain`, guarded by the root's lock), its one element the storage's own fields with its
-/// lock (`own`). Both are reached through the buffer's pointers, so the lock and the handle
-/// count have stable addresses with no assumption about the object's layout, and the fields
-/// guarded by different locks are different memory, never accessed as one variable.
+/// A `ManagedBuffer`, as swift-nio's lock storage is: its header is the storage's own fields
+/// with its lock (`own`), its one element the chain's state machine (`chain`, guarded by the
+/// root's lock). Both are reached through the buffer's pointers, so the handle count has a
+/// stable address, and the fields guarded by different locks are different memory, never
+/// accessed as one variable. The header is the buffer's first stored property and the lock word
+/// the header's first field, so the lock is an inline lock word by PromiseCore's rule
+/// (Lock.swift), taken with `lockWordLock(of:)` as every other one (`LockWordLayoutTests`
+/// checks its address).
 @usableFromInline
-final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachment {
+final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachment {
     // @unchecked: `own`'s fields are only touched with this storage's lock held (the handle
     // count only atomically), `chain` with its root's.
 
@@ -103,32 +106,30 @@ final class CancelStorage: ManagedBuffer<ChainState, OwnFields>, PromiseAttachme
     /// A storage whose first handle is its creator (a `CancelContext` or the chain's first
     /// `CancellablePromise`).
     @usableFromInline static func make() -> CancelStorage {
-        let buffer = CancelStorage.create(minimumCapacity: 1) { _ in ChainState() }
-        buffer.withUnsafeMutablePointerToElements { $0.initialize(to: OwnFields()) }
+        let buffer = CancelStorage.create(minimumCapacity: 1) { _ in OwnFields() }
+        buffer.withUnsafeMutablePointerToElements { $0.initialize(to: ChainState()) }
         return unsafeDowncast(buffer, to: CancelStorage.self)
     }
 
     deinit {
-        withUnsafeMutablePointerToElements { own in
-            lockWordDestroy(&own.pointee.lock)
-            _ = own.deinitialize(count: 1)
-        }
+        _ = withUnsafeMutablePointerToElements { $0.deinitialize(count: 1) }
+        lockWordDestroy(of: self)
     }
 
     /// The chain's state machine if this storage is a root; only its table once a join
     /// absorbed it. Guarded by the lock of the root.
     var chain: ChainState {
-        @inline(__always) unsafeAddress { UnsafePointer(withUnsafeMutablePointerToHeader { $0 }) }
-        @inline(__always) unsafeMutableAddress { withUnsafeMutablePointerToHeader { $0 } }
+        @inline(__always) unsafeAddress { UnsafePointer(withUnsafeMutablePointerToElements { $0 }) }
+        @inline(__always) unsafeMutableAddress { withUnsafeMutablePointerToElements { $0 } }
     }
 
     /// This storage's own fields and lock.
     @inline(__always) var own: UnsafeMutablePointer<OwnFields> {
-        withUnsafeMutablePointerToElements { $0 }
+        withUnsafeMutablePointerToHeader { $0 }
     }
 
-    @inline(__always) func lock() { lockWordLock(&own.pointee.lock) }
-    @inline(__always) func unlock() { lockWordUnlock(&own.pointee.lock) }
+    @inline(__always) func lock() { lockWordLock(of: self) }
+    @inline(__always) func unlock() { lockWordUnlock(of: self) }
 
     /// Guarded by this storage's own lock.
     var forwarding: Forwarding {

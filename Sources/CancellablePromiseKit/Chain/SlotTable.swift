@@ -129,7 +129,7 @@ struct SlotTable<Contents: SlotContents> {
     @inline(__always)
     mutating func reserve(generation: UInt32, _ fill: (inout Contents) -> Void) -> SlotKey {
         let index: Int
-        if let reused = popFreeSlot() {
+        if !freeSlots.isEmpty, let reused = popFreeSlot() {
             index = reused
         } else if slotCount == 0 {
             index = 0
@@ -150,6 +150,7 @@ struct SlotTable<Contents: SlotContents> {
     }
 
     /// A free slot to reuse, if the free list has one that is still free and in the table.
+    @inline(never)
     private mutating func popFreeSlot() -> Int? {
         while let candidate = freeSlots.popLast() {
             let index = Int(candidate)
