@@ -30,7 +30,8 @@ final class LockWordLayoutTests: XCTestCase {
         let storage = CancelStorage.make()
         let header = storage.withUnsafeMutablePointerToHeader { UnsafeMutableRawPointer($0) }
         XCTAssertEqual(MemoryLayout<OwnFields>.offset(of: \.lock), 0, "the lock word is the header's first field")
-        XCTAssertEqual(header, UnsafeMutableRawPointer(lockWordPointer(storage)), "the computed address is the header's")
+        XCTAssertEqual(
+            header, UnsafeMutableRawPointer(lockWordPointer(storage)), "the computed address is the header's")
         let mirror = Mirror(reflecting: storage)
         XCTAssertEqual(mirror.superclassMirror?.children.first?.label, "header", "the buffer's header is stored first")
     }
