@@ -127,11 +127,16 @@ extension ChainState {
 
 /// Positions by object identity: an open-addressing table with linear probing, hashed by
 /// multiplying the address bits (objects are distinct addresses, so no general-purpose hash is
-/// needed; a `Dictionary` hashes each key with SipHash, several times per join). Entries are
+/// needed; a `Dictionary` hashes each key with SipHash, several times per join). One array of
+/// buckets, each an address and its position (a key of 0 marks an empty bucket). Entries are
 /// only added; a caller that drops some builds a new index.
 struct IdentityIndex {
-    private var keys: [UInt] = []
-    private var positions: [Int32] = []
+    private struct Bucket {
+        var key: UInt = 0
+        var position = 0
+    }
+
+    private var buckets: [Bucket] = []
     private var count = 0
 
     init() {}
@@ -145,13 +150,13 @@ struct IdentityIndex {
 
     /// The position recorded for `object`, if any.
     func position(of object: ObjectIdentifier) -> Int? {
-        guard !keys.isEmpty else { return nil }
+        guard !buckets.isEmpty else { return nil }
         let key = UInt(bitPattern: object)
-        let mask = keys.count - 1
+        let mask = buckets.count - 1
         var bucket = IdentityIndex.bucket(key, mask: mask)
         while true {
-            let found = keys[bucket]
-            if found == key { return Int(positions[bucket]) }
+            let found = buckets[bucket].key
+            if found == key { return buckets[bucket].position }
             if found == 0 { return nil }
             bucket = (bucket + 1) & mask
         }
@@ -163,31 +168,27 @@ struct IdentityIndex {
     }
 
     private mutating func insert(key: UInt, at position: Int) {
-        if 2 * (count + 1) > keys.count { grow() }
-        let mask = keys.count - 1
+        if 2 * (count + 1) > buckets.count { grow() }
+        let mask = buckets.count - 1
         var bucket = IdentityIndex.bucket(key, mask: mask)
-        while keys[bucket] != 0 {
-            if keys[bucket] == key {
-                positions[bucket] = Int32(position)
+        while buckets[bucket].key != 0 {
+            if buckets[bucket].key == key {
+                buckets[bucket].position = position
                 return
             }
             bucket = (bucket + 1) & mask
         }
-        keys[bucket] = key
-        positions[bucket] = Int32(position)
+        buckets[bucket] = Bucket(key: key, position: position)
         count += 1
     }
 
     /// Doubles the table (at least 16 buckets) and places every entry again.
     private mutating func grow() {
-        let oldKeys = keys
-        let oldPositions = positions
-        let capacity = max(16, 2 * keys.count)
-        keys = Array(repeating: 0, count: capacity)
-        positions = Array(repeating: 0, count: capacity)
+        let old = buckets
+        buckets = Array(repeating: Bucket(), count: max(16, 2 * buckets.count))
         count = 0
-        for index in oldKeys.indices where oldKeys[index] != 0 {
-            insert(key: oldKeys[index], at: Int(oldPositions[index]))
+        for entry in old where entry.key != 0 {
+            insert(key: entry.key, at: entry.position)
         }
     }
 }

@@ -518,7 +518,7 @@ struct ChainState {
         // A cancelled root keeps the tables too (their detached members are freed by their
         // settle notifications), so it drops idle ones the same way.
         mine.emptied += joining.emptied + (otherTable.inUse == 0 ? 1 : 0)
-        mine.tables.insert(.init(storage: otherRoot, table: otherTable, holds: countsAsHandle))
+        mine.tables.insert(.init(storage: otherRoot, table: consume otherTable, holds: countsAsHandle))
         mine.tables.absorb(&joining.tables)
         group = mine
         pruneGroup()
