@@ -146,15 +146,19 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
         lock()
         guard case .forwarded = own.pointee.forwarding else { return self }
-        unlock()
         return lockForwardedRoot()
     }
 
-    /// `lockRoot` for a storage absorbed by a join.
+    /// `lockRoot` for a storage absorbed by a join, called with this storage locked (its
+    /// forwarding read there, once): unlocks it and follows the path to the root.
     @inline(never)
     func lockForwardedRoot() -> CancelStorage {
-        var storage = self
-        var hops = 0
+        guard case .forwarded(let first, _) = forwarding else {
+            preconditionFailure("CancelStorage.lockForwardedRoot: the storage is a root")
+        }
+        unlock()
+        var storage = first
+        var hops = 1
         while true {
             storage.lock()
             guard case .forwarded(let next, _) = storage.forwarding else { break }
@@ -185,7 +189,6 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     private func lockedRoot() -> Unmanaged<CancelStorage> {
         lock()
         guard case .forwarded = own.pointee.forwarding else { return Unmanaged.passUnretained(self) }
-        unlock()
         return Unmanaged.passUnretained(lockForwardedRoot())
     }
 
@@ -344,6 +347,25 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     var root: CancelStorage {
         readRoot { $0 }
     }
+
+    #if DEBUG
+    /// How many forwarding steps lead from this storage to its root now, each read under its
+    /// storage's lock (for tests of path compression: `lockRoot` leaves at most one).
+    var forwardingHops: Int {
+        var storage = self
+        var hops = 0
+        while true {
+            storage.lock()
+            guard case .forwarded(let next, _) = storage.forwarding else {
+                storage.unlock()
+                return hops
+            }
+            storage.unlock()
+            storage = next
+            hops += 1
+        }
+    }
+    #endif
 
     /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
     /// the number of pending promises listed.

@@ -367,6 +367,11 @@ struct ChainState {
     private mutating func cancelTables(
         with error: any Error, root: ObjectIdentifier, tokens: inout BodyTokens?, into actions: inout ChainActions
     ) {
+        if let group {
+            // Room for every listed member of the group at once: the list then grows once, not
+            // once per doubling (a long-lived root may list thousands across its tables).
+            actions.reserveRejections(table.listedCount + group.tables.listedCount)
+        }
         ChainState.cancelTable(&table, home: root, with: error, tokens: &tokens, into: &actions)
         group?.tables.forEach { storage, table in
             ChainState.cancelTable(&table, home: storage, with: error, tokens: &tokens, into: &actions)
