@@ -53,8 +53,8 @@ import Dispatch
 // Promise.swift, Handlers.swift), hearing a settle (`addSettleListener(_:key:holdingStrongly:)`;
 // SettleListener.swift), the steps of a chain (`_generalStep`, `_mirror()`, `HopRule`,
 // `StepOutcome`; Steps.swift), locks and atomics (`Locked`, `LockWord` and
-// `lockWordLock(_:)`…, `atomicAdd(_:_:)`, `UncheckedSendable`; Lock.swift), and
-// `Guarantee(promise:)`, `isNeverDelay(_:)`, `neverScheduledWork`.
+// `lockWordLock(of:)`…, for a lock word kept inline, `atomicAdd(_:_:)`, `UncheckedSendable`;
+// Lock.swift), and `Guarantee(promise:)`, `scheduledDelaySeconds(_:)`, `neverScheduledWork`.
 // What only PromiseCore uses is internal (`@usableFromInline` where inlinable code needs it).
 
 // MARK: - A producer's task (rule 1)
