@@ -20,7 +20,7 @@ extension Guarantee {
     /// A future cannot be cancelled; cancelling a subscription only stops its delivery.
     public func future() -> Future<T, Never> {
         Future { fulfil in
-            self.done { value in fulfil(.success(value)) }
+            _ = self._mapGuarantee(on: conf.Q.return, flags: nil) { value in fulfil(.success(value)) }
         }
     }
 }
@@ -37,8 +37,14 @@ extension Promise {
     /// cancelling a subscription only stops its delivery.
     public func future() -> Future<T, Error> {
         Future { complete in
-            self.done { value in complete(.success(value)) }
-                .catch(policy: .allErrors) { error in complete(.failure(error)) }
+            _ = self._generalStep(on: conf.Q.return, flags: nil, hop: .always, isObserver: true) {
+                result -> StepOutcome<Void> in
+                switch result {
+                case .fulfilled(let value): complete(.success(value))
+                case .rejected(let error): complete(.failure(error))
+                }
+                return .result(.fulfilled(()))
+            }
         }
     }
 }

@@ -58,11 +58,20 @@ public func wrap<T>(_ body: (@escaping @Sendable (T) -> Void) throws -> Void) ->
 // MARK: - always
 
 extension Promise {
-    /// The older name (deprecated in PromiseKit 6) for ``CatchMixin/ensure(on:flags:_:)``: runs `body` on `on` (the
-    /// main queue by default, `conf.Q.return`) once this promise settles, whatever the result,
-    /// and passes the result on. It runs for a cancellation too.
+    /// The older name (deprecated in PromiseKit 6) for `ensure`: runs `body` once this promise
+    /// settles, whatever the result, and passes the result on. It runs for a cancellation too.
+    /// Without `on:` (or with `on: .main`), `body` is a main-actor body, run on the main queue.
     @available(*, deprecated, renamed: "ensure(on:_:)")
-    public func always(on: DispatchQueue? = conf.Q.return, execute body: @escaping () -> Void) -> Promise<T> {
+    @preconcurrency
+    public func always(on: MainActorQueue = .main, execute body: @escaping @MainActor @Sendable () -> Void) -> Promise<T> {
+        ensure(on: on, body)
+    }
+
+    /// The older name (deprecated in PromiseKit 6) for `ensure`, with a `@Sendable` body run on
+    /// `on` (synchronously on the settling thread for `nil`).
+    @available(*, deprecated, renamed: "ensure(on:_:)")
+    @preconcurrency @_disfavoredOverload
+    public func always(on: DispatchQueue?, execute body: @escaping @Sendable () -> Void) -> Promise<T> {
         ensure(on: on, body)
     }
 }
@@ -70,11 +79,23 @@ extension Promise {
 // MARK: - Sequences
 
 extension Thenable where T: Sequence {
-    /// The older name (deprecated in PromiseKit 6) for ``filterValues(on:flags:_:)``: keeps the elements for which
-    /// `test` returns `true`, run on `on` (default `conf.Q.map`). Rejections pass through.
+    /// The older name (deprecated in PromiseKit 6) for `filterValues`: keeps the elements for
+    /// which `test` returns `true`. Rejections pass through. Without `on:` (or with `on: .main`),
+    /// `test` is a main-actor body, run on the main queue.
     @available(*, deprecated, renamed: "filterValues(on:_:)")
+    @preconcurrency
     public func filter(
-        on: DispatchQueue? = conf.Q.map, test: @escaping (T.Iterator.Element) -> Bool
+        on: MainActorQueue = .main, test: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
+    ) -> Promise<[T.Iterator.Element]> {
+        filterValues(on: on, test)
+    }
+
+    /// The older name (deprecated in PromiseKit 6) for `filterValues`, with a `@Sendable` `test`
+    /// run on `on` (synchronously on the settling thread for `nil`).
+    @available(*, deprecated, renamed: "filterValues(on:_:)")
+    @preconcurrency @_disfavoredOverload
+    public func filter(
+        on: DispatchQueue?, test: @escaping @Sendable (T.Iterator.Element) -> Bool
     ) -> Promise<[T.Iterator.Element]> {
         filterValues(on: on, test)
     }

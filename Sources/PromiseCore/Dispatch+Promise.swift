@@ -8,18 +8,17 @@ extension DispatchQueue {
     /// ```swift
     /// DispatchQueue.global().async(.promise) { try decode(data) }.done { … }
     /// ```
-    public func async<T>(
+    @preconcurrency public func async<T>(
         _: PMKNamespacer,
         group: DispatchGroup? = nil,
         qos: DispatchQoS = .default,
         flags: DispatchWorkItemFlags = [],
-        execute body: @escaping () throws -> T
+        execute body: @escaping @Sendable () throws -> T
     ) -> Promise<T> {
         let promise = Promise<T>(pending: ())
-        let work = UncheckedSendable(body)
         async(group: group, qos: qos, flags: flags) {
             do {
-                promise.resolve(.fulfilled(try work.value()))
+                promise.resolve(.fulfilled(try body()))
             } catch {
                 promise.resolve(.rejected(error))
             }
@@ -28,17 +27,16 @@ extension DispatchQueue {
     }
 
     /// Runs `body` on this queue and returns a guarantee of its result.
-    public func async<T>(
+    @preconcurrency public func async<T>(
         _: PMKNamespacer,
         group: DispatchGroup? = nil,
         qos: DispatchQoS = .default,
         flags: DispatchWorkItemFlags = [],
-        execute body: @escaping () -> T
+        execute body: @escaping @Sendable () -> T
     ) -> Guarantee<T> {
         let promise = Promise<T>(pending: ())
-        let work = UncheckedSendable(body)
         async(group: group, qos: qos, flags: flags) {
-            promise.resolve(.fulfilled(work.value()))
+            promise.resolve(.fulfilled(body()))
         }
         return Guarantee(promise: promise)
     }

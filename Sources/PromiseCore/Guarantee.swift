@@ -35,7 +35,7 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Calls `to` once with the result (always `.fulfilled`).
-    @inlinable public func pipe(to: @escaping (Result<T>) -> Void) {
+    @preconcurrency @inlinable public func pipe(to: @escaping @Sendable (Result<T>) -> Void) {
         promise.pipe(to: to)
     }
 
@@ -56,47 +56,131 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`).
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @discardableResult
     @inlinable public func done(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) -> Void
+        _ body: @escaping @MainActor @Sendable (T) -> Void
+    ) -> Guarantee<Void> {
+        done(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value on `on` (default `conf.Q.return`).
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @discardableResult
+    @inlinable public func done(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) -> Void
     ) -> Guarantee<Void> {
         Guarantee<Void>(promise: promise.done(on: on, flags: flags, body))
     }
 
     /// Runs `body` with the value on `on` and passes the value on.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func get(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) -> Void
+        _ body: @escaping @MainActor @Sendable (T) -> Void
+    ) -> Guarantee<T> {
+        get(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value on `on` and passes the value on.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func get(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) -> Void
     ) -> Guarantee<T> {
         Guarantee(promise: promise.get(on: on, flags: flags, body))
     }
 
     /// Transforms the value on `on`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func map<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) -> U
+        _ body: @escaping @MainActor @Sendable (T) -> U
+    ) -> Guarantee<U> {
+        map(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Transforms the value on `on`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func map<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) -> U
     ) -> Guarantee<U> {
         Guarantee<U>(promise: promise.map(on: on, flags: flags, body))
     }
 
     /// Runs `body` on `on` and settles as the guarantee it returns.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @discardableResult
     @inlinable public func then<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) -> Guarantee<U>
+        _ body: @escaping @MainActor @Sendable (T) -> Guarantee<U>
+    ) -> Guarantee<U> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` on `on` and settles as the guarantee it returns.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @discardableResult
+    @inlinable public func then<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) -> Guarantee<U>
     ) -> Guarantee<U> {
         Guarantee<U>(promise: promise.then(on: on, flags: flags, body))
     }
 
+    /// `map` for the library's own bodies, built from a body of the caller's: the caller's type
+    /// says where that body runs.
+    @inlinable package func _mapGuarantee<U>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) -> U
+    ) -> Guarantee<U> {
+        Guarantee<U>(promise: promise._map(on: on, flags: flags, body))
+    }
+
     /// Discards the value.
     @inlinable public func asVoid() -> Guarantee<Void> {
-        map(on: nil) { _ in () }
+        _mapGuarantee(on: nil, flags: nil) { _ in () }
     }
+}
+
+/// A guarantee of `promise`, which never rejects; its type is inferred, as `Guarantee(promise:)`'s is not
+/// inside `Guarantee`'s own extensions.
+@inlinable func _makeGuarantee<U>(_ promise: Promise<U>) -> Guarantee<U> {
+    Guarantee<U>(promise: promise)
 }
 
 /// Logs when a guarantee's resolve function is released while the guarantee is pending.
@@ -144,71 +228,191 @@ extension Guarantee: CustomStringConvertible, CustomDebugStringConvertible {
 
 extension Guarantee where T: Sequence {
     /// Maps every element.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func mapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) -> U
     ) -> Guarantee<[U]> {
-        map(on: on, flags: flags) { $0.map(transform) }
+        mapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func mapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) -> U
+    ) -> Guarantee<[U]> {
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.map(transform) })
     }
 
     /// Maps every element to a sequence and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func flatMapValues<U: Sequence>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) -> U
     ) -> Guarantee<[U.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.flatMap(transform) }
+        flatMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a sequence and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func flatMapValues<U: Sequence>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) -> U
+    ) -> Guarantee<[U.Iterator.Element]> {
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.flatMap(transform) })
     }
 
     /// Maps every element, dropping `nil`s.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func compactMapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) -> U?
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) -> U?
     ) -> Guarantee<[U]> {
-        map(on: on, flags: flags) { $0.compactMap(transform) }
+        compactMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element, dropping `nil`s.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func compactMapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) -> U?
+    ) -> Guarantee<[U]> {
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.compactMap(transform) })
     }
 
     /// Maps every element to a guarantee and waits for all.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenMap<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) -> Guarantee<U>
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) -> Guarantee<U>
     ) -> Guarantee<[U]> {
-        then(on: on, flags: flags) { when(guarantees: $0.map(transform)) }
+        thenMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a guarantee and waits for all.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenMap<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) -> Guarantee<U>
+    ) -> Guarantee<[U]> {
+        _makeGuarantee(promise._then(on: on, flags: flags) { when(guarantees: $0.map(transform)) })
     }
 
     /// Maps every element to a thenable of a sequence, waits for all and flattens. A guarantee
     /// cannot reject: a rejected input leaves the result pending and is logged as cauterized.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenFlatMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) -> U
+    ) -> Guarantee<[U.T.Iterator.Element]> where U.T: Sequence {
+        thenFlatMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a thenable of a sequence, waits for all and flattens. A guarantee
+    /// cannot reject: a rejected input leaves the result pending and is logged as cauterized.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenFlatMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) -> U
     ) -> Guarantee<[U.T.Iterator.Element]> where U.T: Sequence {
         let (guarantee, resolve) = Guarantee<[U.T.Iterator.Element]>.pending()
-        _ = promise.then(on: on, flags: flags) { when(fulfilled: $0.map(transform)) }
-            .done(on: nil) { resolve($0.flatMap { $0 }) }
+        _ = promise._then(on: on, flags: flags) { when(fulfilled: $0.map(transform)) }
+            ._map(on: nil, flags: nil) { resolve($0.flatMap { $0 }) }
             .cauterize()
         return guarantee
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func filterValues(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ isIncluded: @escaping (T.Iterator.Element) -> Bool
+        _ isIncluded: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
     ) -> Guarantee<[T.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.filter(isIncluded) }
+        filterValues(on: on.queue, flags: flags, _mainActorBody(isIncluded))
+    }
+
+    /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func filterValues(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ isIncluded: @escaping @Sendable (T.Iterator.Element) -> Bool
+    ) -> Guarantee<[T.Iterator.Element]> {
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.filter(isIncluded) })
     }
 
     /// The elements sorted by `areInIncreasingOrder`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func sortedValues(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ areInIncreasingOrder: @escaping (T.Iterator.Element, T.Iterator.Element) -> Bool
+        _ areInIncreasingOrder: @escaping @MainActor @Sendable (T.Iterator.Element, T.Iterator.Element) -> Bool
     ) -> Guarantee<[T.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.sorted(by: areInIncreasingOrder) }
+        sortedValues(on: on.queue, flags: flags, _mainActorBody(areInIncreasingOrder))
+    }
+
+    /// The elements sorted by `areInIncreasingOrder`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func sortedValues(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ areInIncreasingOrder: @escaping @Sendable (T.Iterator.Element, T.Iterator.Element) -> Bool
+    ) -> Guarantee<[T.Iterator.Element]> {
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.sorted(by: areInIncreasingOrder) })
     }
 }
 
@@ -218,6 +422,6 @@ extension Guarantee where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> Guarantee<[T.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.sorted() }
+        _makeGuarantee(promise._map(on: on, flags: flags) { $0.sorted() })
     }
 }

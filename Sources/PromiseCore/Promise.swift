@@ -433,7 +433,13 @@ public class Promise<T>: Thenable, CatchMixin, @unchecked Sendable {
 
     /// Calls `to` with the result once the promise settles: synchronously on the resolving
     /// thread, or at once if already settled.
-    public final func pipe(to: @escaping (Result<T>) -> Void) {
+    @preconcurrency public final func pipe(to: @escaping @Sendable (Result<T>) -> Void) {
+        _pipe(to: to)
+    }
+
+    /// `pipe(to:)` for the library's own closures, whose captures it knows to be safe where the
+    /// promise settles.
+    package final func _pipe(to: @escaping (Result<T>) -> Void) {
         addHandlerAndDrain(
             ClosureHandler<T> { result in
                 to(result)

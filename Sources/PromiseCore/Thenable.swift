@@ -10,8 +10,9 @@ public protocol Thenable: AnyObject {
     /// The type of the value.
     associatedtype T
 
-    /// Calls `to` once with the result, synchronously on the thread that settles (or at once).
-    func pipe(to: @escaping (Result<T>) -> Void)
+    /// Calls `to` once with the result, synchronously on the thread that settles (or at once, on
+    /// the calling thread, if settled already): `to` is `@Sendable`.
+    @preconcurrency func pipe(to: @escaping @Sendable (Result<T>) -> Void)
 
     /// The result, or `nil` while pending.
     var result: Result<T>? { get }
@@ -41,12 +42,36 @@ extension Thenable {
     /// ```swift
     /// login().then { creds in fetch(avatar: creds.user) }
     /// ```
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
     // `then`, `map` and `done` are inlinable: specialized in the caller's module, they take the
     // step's metadata from a static cache instead of looking it up on every link.
+    @preconcurrency
     @inlinable public func then<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> U
+        _ body: @escaping @MainActor @Sendable (T) throws -> U
+    ) -> Promise<U.T> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the fulfilled value, on `on`, and settles as the promise it returns.
+    ///
+    /// A rejection skips `body` and passes through. Returning the promise `then` produces
+    /// rejects with `PMKError.returnedSelf`.
+    ///
+    /// ```swift
+    /// login().then { creds in fetch(avatar: creds.user) }
+    /// ```
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func then<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> U
     ) -> Promise<U.T> {
         let step = ThenStep<T, U>(queue: on, flags: flags, body: body)
         asPromise().addHandlerAndDrain(step)
@@ -54,10 +79,27 @@ extension Thenable {
     }
 
     /// Transforms the fulfilled value with `transform`, run on `on`. A throw rejects.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func map<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T) throws -> U
+    ) -> Promise<U> {
+        map(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Transforms the fulfilled value with `transform`, run on `on`. A throw rejects.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func map<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T) throws -> U
     ) -> Promise<U> {
         let step = MapStep<T, U>(queue: on, flags: flags, transform: transform)
         asPromise().addHandlerAndDrain(step)
@@ -65,10 +107,27 @@ extension Thenable {
     }
 
     /// Like `map`, but a `nil` result rejects with `PMKError.compactMap`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func compactMap<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T) throws -> U?
+        _ transform: @escaping @MainActor @Sendable (T) throws -> U?
+    ) -> Promise<U> {
+        compactMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Like `map`, but a `nil` result rejects with `PMKError.compactMap`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func compactMap<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T) throws -> U?
     ) -> Promise<U> {
         asPromise()._generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             switch result {
@@ -84,10 +143,28 @@ extension Thenable {
 
     /// Runs `body` with the fulfilled value, on `on` (default `conf.Q.return`); the result is
     /// `Promise<Void>`. A throw rejects.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func done(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> Void
+        _ body: @escaping @MainActor @Sendable (T) throws -> Void
+    ) -> Promise<Void> {
+        done(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the fulfilled value, on `on` (default `conf.Q.return`); the result is
+    /// `Promise<Void>`. A throw rejects.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func done(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> Void
     ) -> Promise<Void> {
         let step = MapStep<T, Void>(queue: on, flags: flags, transform: body)
         asPromise().addHandlerAndDrain(step)
@@ -95,10 +172,27 @@ extension Thenable {
     }
 
     /// Runs `body` with the fulfilled value, on `on`, and passes the value on. A throw rejects.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func get(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> Void
+        _ body: @escaping @MainActor @Sendable (T) throws -> Void
+    ) -> Promise<T> {
+        get(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the fulfilled value, on `on`, and passes the value on. A throw rejects.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func get(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> Void
     ) -> Promise<T> {
         asPromise()._generalStep(on: on, flags: flags, hop: .fulfilled) { result in
             if case .fulfilled(let value) = result { try body(value) }
@@ -107,10 +201,27 @@ extension Thenable {
     }
 
     /// Runs `body` with the result, whatever it is, on `on`, and passes the result on.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func tap(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (Result<T>) -> Void
+        _ body: @escaping @MainActor @Sendable (Result<T>) -> Void
+    ) -> Promise<T> {
+        tap(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the result, whatever it is, on `on`, and passes the result on.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func tap(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (Result<T>) -> Void
     ) -> Promise<T> {
         asPromise()._generalStep(on: on, flags: flags, hop: .always, isObserver: true) { result in
             body(result)
@@ -120,7 +231,30 @@ extension Thenable {
 
     /// Discards the value: a `Promise<Void>` that settles when this does. No queue hop.
     @inlinable public func asVoid() -> Promise<Void> {
-        map(on: nil) { _ in () }
+        _map(on: nil, flags: nil) { _ in () }
+    }
+}
+
+// MARK: - Without a body type of their own
+
+extension Thenable {
+    /// `map` for the library's own bodies, built from a body of the caller's: the caller's type
+    /// says where that body runs.
+    @inlinable package func _map<U>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ transform: @escaping (T) throws -> U
+    ) -> Promise<U> {
+        let step = MapStep<T, U>(queue: on, flags: flags, transform: transform)
+        asPromise().addHandlerAndDrain(step)
+        return step
+    }
+
+    /// `then` for the library's own bodies, as `_map`.
+    @inlinable package func _then<U: Thenable>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) throws -> U
+    ) -> Promise<U.T> {
+        let step = ThenStep<T, U>(queue: on, flags: flags, body: body)
+        asPromise().addHandlerAndDrain(step)
+        return step
     }
 }
 
@@ -162,21 +296,55 @@ extension Thenable {
 
 extension Thenable where T: Sequence {
     /// Maps every element of the fulfilled sequence.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func mapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
     ) -> Promise<[U]> {
-        map(on: on, flags: flags) { try $0.map(transform) }
+        mapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element of the fulfilled sequence.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func mapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
+    ) -> Promise<[U]> {
+        asPromise()._map(on: on, flags: flags) { try $0.map(transform) }
     }
 
     /// Maps every element to a sequence and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func flatMapValues<U: Sequence>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
     ) -> Promise<[U.Iterator.Element]> {
-        map(on: on, flags: flags) { foo in
+        flatMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a sequence and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func flatMapValues<U: Sequence>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
+    ) -> Promise<[U.Iterator.Element]> {
+        asPromise()._map(on: on, flags: flags) { foo in
             var result: [U.Iterator.Element] = []
             for element in foo { result.append(contentsOf: try transform(element)) }
             return result
@@ -184,60 +352,145 @@ extension Thenable where T: Sequence {
     }
 
     /// Maps every element, dropping `nil`s.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func compactMapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U?
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U?
     ) -> Promise<[U]> {
-        map(on: on, flags: flags) { try $0.compactMap(transform) }
+        compactMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element, dropping `nil`s.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func compactMapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U?
+    ) -> Promise<[U]> {
+        asPromise()._map(on: on, flags: flags) { try $0.compactMap(transform) }
     }
 
     /// Maps every element to a promise and waits for all of them (`when(fulfilled:)`).
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
     ) -> Promise<[U.T]> {
-        then(on: on, flags: flags) { when(fulfilled: try $0.map(transform)) }
+        thenMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a promise and waits for all of them (`when(fulfilled:)`).
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
+    ) -> Promise<[U.T]> {
+        asPromise()._then(on: on, flags: flags) { when(fulfilled: try $0.map(transform)) }
     }
 
     /// Maps every element to a promise of a sequence, waits for all and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenFlatMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
     ) -> Promise<[U.T.Iterator.Element]> where U.T: Sequence {
-        then(on: on, flags: flags) {
+        thenFlatMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a promise of a sequence, waits for all and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenFlatMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
+    ) -> Promise<[U.T.Iterator.Element]> where U.T: Sequence {
+        asPromise()._then(on: on, flags: flags) {
             when(fulfilled: try $0.map(transform))
-        }.map(on: nil) { $0.flatMap { $0 } }
+        }._map(on: nil, flags: nil) { $0.flatMap { $0 } }
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func filterValues(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ isIncluded: @escaping (T.Iterator.Element) -> Bool
+        _ isIncluded: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
     ) -> Promise<[T.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.filter(isIncluded) }
+        filterValues(on: on.queue, flags: flags, _mainActorBody(isIncluded))
+    }
+
+    /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func filterValues(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ isIncluded: @escaping @Sendable (T.Iterator.Element) -> Bool
+    ) -> Promise<[T.Iterator.Element]> {
+        asPromise()._map(on: on, flags: flags) { $0.filter(isIncluded) }
     }
 }
 
 extension Thenable where T: Collection {
     /// The first element; rejects with `PMKError.emptySequence` if there is none.
     @inlinable public var firstValue: Promise<T.Iterator.Element> {
-        map(on: nil) { collection in
+        _map(on: nil, flags: nil) { collection in
             guard let first = collection.first else { throw PMKError.emptySequence }
             return first
         }
     }
 
     /// The first element passing `test`; rejects with `PMKError.emptySequence` if none does.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func firstValue(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        where test: @escaping (T.Iterator.Element) -> Bool
+        where test: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
     ) -> Promise<T.Iterator.Element> {
-        map(on: on, flags: flags) { collection in
+        firstValue(on: on.queue, flags: flags, where: _mainActorBody(test))
+    }
+
+    /// The first element passing `test`; rejects with `PMKError.emptySequence` if none does.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func firstValue(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        where test: @escaping @Sendable (T.Iterator.Element) -> Bool
+    ) -> Promise<T.Iterator.Element> {
+        asPromise()._map(on: on, flags: flags) { collection in
             guard let first = collection.first(where: test) else { throw PMKError.emptySequence }
             return first
         }
@@ -245,7 +498,7 @@ extension Thenable where T: Collection {
 
     /// The last element; rejects with `PMKError.emptySequence` if there is none.
     @inlinable public var lastValue: Promise<T.Iterator.Element> {
-        map(on: nil) { collection in
+        _map(on: nil, flags: nil) { collection in
             guard let last = Array(collection).last else { throw PMKError.emptySequence }
             return last
         }
@@ -258,6 +511,6 @@ extension Thenable where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> Promise<[T.Iterator.Element]> {
-        map(on: on, flags: flags) { $0.sorted() }
+        asPromise()._map(on: on, flags: flags) { $0.sorted() }
     }
 }

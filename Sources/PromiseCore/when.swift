@@ -186,7 +186,7 @@ func whenAllFulfilled<U: Thenable>(_ promises: [U], onReject: ((AnyObject) -> Vo
 @_disfavoredOverload
 public func when(fulfilled thenables: [any Thenable]) -> Promise<[Any]> {
     func erase<P: Thenable>(_ thenable: P) -> Promise<Any> {
-        thenable.asPromise().map(on: nil) { $0 as Any }
+        thenable.asPromise()._map(on: nil, flags: nil) { $0 as Any }
     }
     return whenAllFulfilled(thenables.map { erase($0) })
 }
@@ -200,13 +200,13 @@ public func when<U: Thenable>(fulfilled promises: U...) -> Promise<Void> where U
 /// Waits for every `Void` thenable to fulfil.
 @inlinable
 public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.T == Void {
-    whenAllFulfilled(promises).map(on: nil) { _ in () }
+    whenAllFulfilled(promises)._map(on: nil, flags: nil) { _ in () }
 }
 
 /// Waits for both to fulfil; rejects with the first rejection.
 @inlinable
 public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<(U.T, V.T)> {
-    whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>]).map(on: nil) { _ in (pu.value!, pv.value!) }
+    whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>])._map(on: nil, flags: nil) { _ in (pu.value!, pv.value!) }
 }
 
 /// Waits for all three to fulfil; rejects with the first rejection.
@@ -217,7 +217,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable>(
     -> Promise<(U.T, V.T, W.T)>
 {
     whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid()] as [Promise<Void>])
-        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!) }
+        ._map(on: nil, flags: nil) { _ in (pu.value!, pv.value!, pw.value!) }
 }
 
 /// Waits for all four to fulfil; rejects with the first rejection.
@@ -226,7 +226,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable>(
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X
 ) -> Promise<(U.T, V.T, W.T, X.T)> {
     whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid()] as [Promise<Void>])
-        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
+        ._map(on: nil, flags: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!) }
 }
 
 /// Waits for all five to fulfil; rejects with the first rejection.
@@ -235,7 +235,7 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable
     fulfilled pu: U, _ pv: V, _ pw: W, _ px: X, _ py: Y
 ) -> Promise<(U.T, V.T, W.T, X.T, Y.T)> {
     whenAllFulfilled([pu.asVoid(), pv.asVoid(), pw.asVoid(), px.asVoid(), py.asVoid()] as [Promise<Void>])
-        .map(on: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
+        ._map(on: nil, flags: nil) { _ in (pu.value!, pv.value!, pw.value!, px.value!, py.value!) }
 }
 
 /// Generates promises lazily, keeping at most `concurrently` pending at once; fulfils with
@@ -251,7 +251,7 @@ public func when<It: IteratorProtocol>(
 {
     guard concurrently > 0 else { return Promise(error: PMKError.badInput) }
     return ConcurrentWhen(promiseIterator, width: concurrently, stopOnRejection: true).start()
-        .map(on: nil) { results in
+        ._map(on: nil, flags: nil) { results in
             try results.map { try $0.get() }
         }
 }
@@ -359,7 +359,7 @@ private final class ConcurrentWhen<It: IteratorProtocol>: @unchecked Sendable wh
                 return state.results.count - 1
             }
             if let element, let index {
-                element.asPromise().pipe { result in self.finished(index, result) }
+                element.asPromise()._pipe { result in self.finished(index, result) }
             }
         }
     }
@@ -399,7 +399,7 @@ public func when<T>(_ guarantees: Guarantee<T>...) -> Guarantee<[T]> {
 /// Waits for every `Void` guarantee.
 @inlinable
 public func when(guarantees: [Guarantee<Void>]) -> Guarantee<Void> {
-    when(guarantees: guarantees).map(on: nil) { (_: [Void]) in () }
+    when(guarantees: guarantees)._mapGuarantee(on: nil, flags: nil) { (_: [Void]) in () }
 }
 
 /// Waits for every guarantee and returns their values in order. An empty array gives `[]`.
@@ -411,7 +411,7 @@ public func when<T>(guarantees: [Guarantee<T>]) -> Guarantee<[T]> {
 /// Waits for both guarantees.
 @inlinable
 public func when<U, V>(guarantees gu: Guarantee<U>, _ gv: Guarantee<V>) -> Guarantee<(U, V)> {
-    when(guarantees: [gu.asVoid(), gv.asVoid()]).map(on: nil) { (gu.value!, gv.value!) }
+    when(guarantees: [gu.asVoid(), gv.asVoid()])._mapGuarantee(on: nil, flags: nil) { (gu.value!, gv.value!) }
 }
 
 /// Waits for all three guarantees.
@@ -421,7 +421,7 @@ public func when<U, V, W>(
 )
     -> Guarantee<(U, V, W)>
 {
-    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()]).map(on: nil) { (gu.value!, gv.value!, gw.value!) }
+    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()])._mapGuarantee(on: nil, flags: nil) { (gu.value!, gv.value!, gw.value!) }
 }
 
 /// Waits for all four guarantees.
@@ -430,7 +430,7 @@ public func when<U, V, W, X>(
     guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>
 ) -> Guarantee<(U, V, W, X)> {
     when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid(), gx.asVoid()])
-        .map(on: nil) { (gu.value!, gv.value!, gw.value!, gx.value!) }
+        ._mapGuarantee(on: nil, flags: nil) { (gu.value!, gv.value!, gw.value!, gx.value!) }
 }
 
 /// Waits for all five guarantees.
@@ -439,5 +439,5 @@ public func when<U, V, W, X, Y>(
     guarantees gu: Guarantee<U>, _ gv: Guarantee<V>, _ gw: Guarantee<W>, _ gx: Guarantee<X>, _ gy: Guarantee<Y>
 ) -> Guarantee<(U, V, W, X, Y)> {
     when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid(), gx.asVoid(), gy.asVoid()])
-        .map(on: nil) { (gu.value!, gv.value!, gw.value!, gx.value!, gy.value!) }
+        ._mapGuarantee(on: nil, flags: nil) { (gu.value!, gv.value!, gw.value!, gx.value!, gy.value!) }
 }

@@ -288,7 +288,7 @@ extension Promise where T == (out: Pipe, err: Pipe) {
     }
 
     /// `print()` writing each line with `write` (tests pass a recorder).
-    package func _print(_ write: @escaping (String) -> Void) -> Promise<T> {
+    package func _print(_ write: @escaping @Sendable (String) -> Void) -> Promise<T> {
         let printed = tap(on: nil) { result in
             switch result {
             case .fulfilled(let pipes):

@@ -64,6 +64,32 @@ extension CancellablePromise {
         step(isObserver: true, make)
     }
 
+    /// `map` for the library's own bodies, built from a body of the caller's: the caller's type
+    /// says where that body runs.
+    @inlinable
+    func _mapCancellable<U>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ transform: @escaping (T) throws -> U
+    ) -> CancellablePromise<U> {
+        plainStep { storage, key in
+            promise._makeMap(on: on, flags: flags, attachment: storage, key: key, transform)
+        }
+    }
+
+    /// `then` (of a `CancellablePromise`) for the library's own bodies, as `_mapCancellable`.
+    @inlinable
+    func _thenCancellable<U>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        step { member in
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
+                value -> CancellablePromise<U> in
+                let next = try body(value)
+                member.link(next)
+                return next
+            }
+        }
+    }
+
     /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
     /// While this chain waits on it, cancelling this chain cancels that promise's chain too;
     /// once it has settled, the two chains are independent again (a promise returned by
@@ -74,10 +100,36 @@ extension CancellablePromise {
     /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
     /// chain.cancel()   // cancels login or fetch, whichever is running
     /// ```
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func then<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> CancellablePromise<U>
+        _ body: @escaping @MainActor @Sendable (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
+    /// While this chain waits on it, cancelling this chain cancels that promise's chain too;
+    /// once it has settled, the two chains are independent again (a promise returned by
+    /// several chains is cancelled only through a chain that waits on it at that moment). Its
+    /// rejection, cancellation included, flows down this chain as a rejection.
+    ///
+    /// ```swift
+    /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
+    /// chain.cancel()   // cancels login or fetch, whichever is running
+    /// ```
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func then<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         step { member in
             promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
@@ -93,10 +145,30 @@ extension CancellablePromise {
     /// chain rejects the result at once; the returned promise's work is cancelled too if its
     /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
     /// otherwise it goes on.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func then<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> U
+        _ body: @escaping @MainActor @Sendable (T) throws -> U
+    ) -> CancellablePromise<U.T> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value, on `on`, and follows the thenable it returns. Cancelling the
+    /// chain rejects the result at once; the returned promise's work is cancelled too if its
+    /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
+    /// otherwise it goes on.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func then<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> U
     ) -> CancellablePromise<U.T> {
         step { member in
             promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { value -> U in
@@ -108,12 +180,29 @@ extension CancellablePromise {
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
     // `map` and `done` are inlinable: specialized in the caller's module, the closure reaches
     // the core step without a reabstraction thunk (an allocation per link).
+    @preconcurrency
     @inlinable public func map<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T) throws -> U
+    ) -> CancellablePromise<U> {
+        map(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Transforms the value on `on`; not run once the chain is cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func map<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T) throws -> U
     ) -> CancellablePromise<U> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key, transform)
@@ -121,10 +210,27 @@ extension CancellablePromise {
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func compactMap<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T) throws -> U?
+        _ transform: @escaping @MainActor @Sendable (T) throws -> U?
+    ) -> CancellablePromise<U> {
+        compactMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Like `map`; `nil` rejects with `PMKError.compactMap`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func compactMap<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T) throws -> U?
     ) -> CancellablePromise<U> {
         plainStep { storage, key in
             promise._makeGeneralStep(
@@ -141,20 +247,54 @@ extension CancellablePromise {
     }
 
     /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func done(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> Void
+        _ body: @escaping @MainActor @Sendable (T) throws -> Void
+    ) -> CancellablePromise<Void> {
+        done(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func done(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> Void
     ) -> CancellablePromise<Void> {
         plainStep { storage, key in promise._makeMap(on: on, flags: flags, attachment: storage, key: key, body)
         }
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func get(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> Void
+        _ body: @escaping @MainActor @Sendable (T) throws -> Void
+    ) -> CancellablePromise<T> {
+        get(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the value on `on` and passes it on; not run once cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func get(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> Void
     ) -> CancellablePromise<T> {
         plainStep { storage, key in
             promise._makeGeneralStep(
@@ -169,10 +309,29 @@ extension CancellablePromise {
     /// Runs `body` with the result on `on`, whatever it is, cancellation included. If the chain
     /// is cancelled before `body` has run, `body` receives the cancellation and the steps after
     /// it settle only once it has run.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func tap(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (Result<T>) -> Void
+        _ body: @escaping @MainActor @Sendable (Result<T>) -> Void
+    ) -> CancellablePromise<T> {
+        tap(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` with the result on `on`, whatever it is, cancellation included. If the chain
+    /// is cancelled before `body` has run, `body` receives the cancellation and the steps after
+    /// it settle only once it has run.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func tap(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (Result<T>) -> Void
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
@@ -197,12 +356,36 @@ extension CancellablePromise {
     ///
     /// The `catch` step is a member of the chain that a cancellation does not reject (an
     /// observer, as `ensure`): its body sees its own ``CancellationToken/current``.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @discardableResult
     @inlinable public func `catch`(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
-        _ body: @escaping (Error) -> Void
+        _ body: @escaping @MainActor @Sendable (Error) -> Void
+    ) -> CancellableFinalizer {
+        `catch`(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
+    }
+
+    /// Handles a rejection; `body` runs on `on` (default `conf.Q.return`). With the default
+    /// policy cancellation errors are skipped; `.allErrors` receives them, including the
+    /// chain's own cancellation. The finalizer can still cancel the chain.
+    ///
+    /// The `catch` step is a member of the chain that a cancellation does not reject (an
+    /// observer, as `ensure`): its body sees its own ``CancellationToken/current``.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @discardableResult
+    @inlinable public func `catch`(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        policy: CatchPolicy = conf.catchPolicy,
+        _ body: @escaping @Sendable (Error) -> Void
     ) -> CancellableFinalizer {
         CancellableFinalizer(
             step(isObserver: true) { member in
@@ -220,11 +403,32 @@ extension CancellablePromise {
     /// returned `CancellablePromise`, cancelling this chain cancels it, as for `then`). Never runs for the chain's own cancellation: a cancelled chain stays
     /// cancelled (unlike PromiseKit 7, where recovering reset it). Other cancellation errors
     /// are recovered only with `policy: .allErrors`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func recover<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
-        _ body: @escaping (Error) throws -> U
+        _ body: @escaping @MainActor @Sendable (Error) throws -> U
+    ) -> CancellablePromise<T> where U.T == T {
+        recover(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
+    }
+
+    /// Recovers from a rejection with the thenable `body` returns (while this chain waits on a
+    /// returned `CancellablePromise`, cancelling this chain cancels it, as for `then`). Never runs for the chain's own cancellation: a cancelled chain stays
+    /// cancelled (unlike PromiseKit 7, where recovering reset it). Other cancellation errors
+    /// are recovered only with `policy: .allErrors`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func recover<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        policy: CatchPolicy = conf.catchPolicy,
+        _ body: @escaping @Sendable (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         step { member in
             promise._makeGeneralStep(
@@ -241,20 +445,55 @@ extension CancellablePromise {
     }
 
     /// Recovers from any rejection except the chain's own cancellation with a guarantee.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func recover(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (Error) -> Guarantee<T>
+        _ body: @escaping @MainActor @Sendable (Error) -> Guarantee<T>
+    ) -> CancellablePromise<T> {
+        recover(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Recovers from any rejection except the chain's own cancellation with a guarantee.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func recover(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (Error) -> Guarantee<T>
     ) -> CancellablePromise<T> {
         recover(on: on, flags: flags, policy: .allErrors) { error -> Guarantee<T> in body(error) }
     }
 
     /// Runs `body` on `on` once settled, whatever the result, cancellation included. If the
     /// chain is cancelled before `body` has run, the steps after it settle only once it has run.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func ensure(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping () -> Void
+        _ body: @escaping @MainActor @Sendable () -> Void
+    ) -> CancellablePromise<T> {
+        ensure(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` on `on` once settled, whatever the result, cancellation included. If the
+    /// chain is cancelled before `body` has run, the steps after it settle only once it has run.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func ensure(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable () -> Void
     ) -> CancellablePromise<T> {
         observer { member in
             promise._makeGeneralStep(
@@ -268,10 +507,28 @@ extension CancellablePromise {
 
     /// Like `ensure`, waiting for the guarantee `body` returns: the steps after it settle once
     /// that guarantee has resolved, also when the chain is cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func ensureThen(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping () -> Guarantee<Void>
+        _ body: @escaping @MainActor @Sendable () -> Guarantee<Void>
+    ) -> CancellablePromise<T> {
+        ensureThen(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Like `ensure`, waiting for the guarantee `body` returns: the steps after it settle once
+    /// that guarantee has resolved, also when the chain is cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func ensureThen(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable () -> Guarantee<Void>
     ) -> CancellablePromise<T> {
         observer(waitingFor: { body().asPromise() }, on: on, flags: flags)
     }
@@ -279,10 +536,29 @@ extension CancellablePromise {
     /// Like `ensure`, waiting for the cancellable promise `body` returns (its rejection is
     /// ignored). Cancelling this chain does not cancel that cleanup: the steps after this one
     /// wait for it to settle.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func ensureThen(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping () -> CancellablePromise<Void>
+        _ body: @escaping @MainActor @Sendable () -> CancellablePromise<Void>
+    ) -> CancellablePromise<T> {
+        ensureThen(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Like `ensure`, waiting for the cancellable promise `body` returns (its rejection is
+    /// ignored). Cancelling this chain does not cancel that cleanup: the steps after this one
+    /// wait for it to settle.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func ensureThen(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable () -> CancellablePromise<Void>
     ) -> CancellablePromise<T> {
         observer(waitingFor: { body().asPromise() }, on: on, flags: flags)
     }
@@ -316,11 +592,29 @@ extension CancellablePromise {
 
 extension CancellablePromise where T == Void {
     /// Recovers from any rejection except the chain's own cancellation.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @discardableResult
     @inlinable public func recover(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (Error) -> Void
+        _ body: @escaping @MainActor @Sendable (Error) -> Void
+    ) -> CancellablePromise<Void> {
+        recover(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Recovers from any rejection except the chain's own cancellation.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @discardableResult
+    @inlinable public func recover(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (Error) -> Void
     ) -> CancellablePromise<Void> {
         plainStep { storage, key in
             promise._makeGeneralStep(
@@ -333,11 +627,29 @@ extension CancellablePromise where T == Void {
     }
 
     /// Recovers from a rejection with a throwing body.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func recover(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
-        _ body: @escaping (Error) throws -> Void
+        _ body: @escaping @MainActor @Sendable (Error) throws -> Void
+    ) -> CancellablePromise<Void> {
+        recover(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
+    }
+
+    /// Recovers from a rejection with a throwing body.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func recover(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        policy: CatchPolicy = conf.catchPolicy,
+        _ body: @escaping @Sendable (Error) throws -> Void
     ) -> CancellablePromise<Void> {
         plainStep { storage, key in
             promise._makeGeneralStep(
@@ -366,10 +678,38 @@ extension Thenable {
     /// }.done { image in … }.catch(policy: .allErrors) { … }
     /// finalizer.cancel()
     /// ```
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func then<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> CancellablePromise<U>
+        _ body: @escaping @MainActor @Sendable (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
+    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
+    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
+    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
+    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
+    ///
+    /// ```swift
+    /// let finalizer = firstly { login() }.then { creds in
+    ///     fetch(avatar: creds.user).cancellize()
+    /// }.done { image in … }.catch(policy: .allErrors) { … }
+    /// finalizer.cancel()
+    /// ```
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func then<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
         // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
         CancellablePromise<T>(newChain: asPromise()._mirror(), cancel: nil)
@@ -424,11 +764,30 @@ public final class CancellableFinalizer: Sendable {
 
     /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done,
     /// cancelled or not. Returns the chain's context.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @discardableResult
     public func finally(
-        on: DispatchQueue? = conf.Q.return,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping () -> Void
+        _ body: @escaping @MainActor @Sendable () -> Void
+    ) -> CancelContext {
+        finally(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done,
+    /// cancelled or not. Returns the chain's context.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @discardableResult
+    public func finally(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable () -> Void
     ) -> CancelContext {
         // `PMKFinalizer.finally`'s step: an observer that always hops to `on`, a member of the
         // chain (its body sees its own `CancellationToken.current`).

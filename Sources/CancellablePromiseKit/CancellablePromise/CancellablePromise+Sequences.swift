@@ -7,10 +7,27 @@ import PromiseCore
 
 extension CancellablePromise where T: Sequence {
     /// Maps every element.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func mapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U]> {
+        mapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func mapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U]> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
@@ -20,10 +37,27 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a sequence and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func flatMapValues<U: Sequence>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U.Iterator.Element]> {
+        flatMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a sequence and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func flatMapValues<U: Sequence>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.Iterator.Element]> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
@@ -33,10 +67,27 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element, dropping `nil`s.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func compactMapValues<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U?
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U?
+    ) -> CancellablePromise<[U]> {
+        compactMapValues(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element, dropping `nil`s.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func compactMapValues<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U?
     ) -> CancellablePromise<[U]> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
@@ -47,21 +98,56 @@ extension CancellablePromise where T: Sequence {
 
     /// Maps every element to a cancellable promise and waits for all; while this chain waits on
     /// them, cancelling it cancels them.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     public func thenMap<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> CancellablePromise<U>
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> CancellablePromise<U>
     ) -> CancellablePromise<[U]> {
-        then(on: on, flags: flags) { values -> CancellablePromise<[U]> in
+        thenMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a cancellable promise and waits for all; while this chain waits on
+    /// them, cancelling it cancels them.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    public func thenMap<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<[U]> {
+        _thenCancellable(on: on, flags: flags) { values -> CancellablePromise<[U]> in
             whenAll(try values.map(transform))
         }
     }
 
     /// Maps every element to a thenable and waits for all.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U.T]> {
+        thenMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a thenable and waits for all.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
         step { member in
             promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
@@ -74,28 +160,79 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// Maps every element to a cancellable promise of a sequence, waits for all and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenFlatMap<U>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> CancellablePromise<U>
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> CancellablePromise<U>
     ) -> CancellablePromise<[U.Iterator.Element]> where U: Sequence {
-        thenMap(on: on, flags: flags, transform).map(on: nil) { $0.flatMap { $0 } }
+        thenFlatMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a cancellable promise of a sequence, waits for all and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenFlatMap<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<[U.Iterator.Element]> where U: Sequence {
+        thenMap(on: on, flags: flags, transform)._mapCancellable(on: nil, flags: nil) { $0.flatMap { $0 } }
     }
 
     /// Maps every element to a thenable of a sequence, waits for all and flattens.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func thenFlatMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T.Iterator.Element]> where U.T: Sequence {
-        thenMap(on: on, flags: flags, transform).map(on: nil) { $0.flatMap { $0 } }
+        thenFlatMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// Maps every element to a thenable of a sequence, waits for all and flattens.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func thenFlatMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U.T.Iterator.Element]> where U.T: Sequence {
+        thenMap(on: on, flags: flags, transform)._mapCancellable(on: nil, flags: nil) { $0.flatMap { $0 } }
     }
 
     /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func filterValues(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ isIncluded: @escaping (T.Iterator.Element) -> Bool
+        _ isIncluded: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
+    ) -> CancellablePromise<[T.Iterator.Element]> {
+        filterValues(on: on.queue, flags: flags, _mainActorBody(isIncluded))
+    }
+
+    /// Keeps the elements for which `isIncluded` returns `true`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func filterValues(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ isIncluded: @escaping @Sendable (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<[T.Iterator.Element]> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key) {
@@ -112,10 +249,27 @@ extension CancellablePromise where T: Collection {
     }
 
     /// The first element passing `test`.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @inlinable public func firstValue(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        where test: @escaping (T.Iterator.Element) -> Bool
+        where test: @escaping @MainActor @Sendable (T.Iterator.Element) -> Bool
+    ) -> CancellablePromise<T.Iterator.Element> {
+        firstValue(on: on.queue, flags: flags, where: _mainActorBody(test))
+    }
+
+    /// The first element passing `test`.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func firstValue(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        where test: @escaping @Sendable (T.Iterator.Element) -> Bool
     ) -> CancellablePromise<T.Iterator.Element> {
         plainStep { storage, key in
             promise._makeMap(on: on, flags: flags, attachment: storage, key: key) { collection in

@@ -145,8 +145,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// promise settles. Inside `body`, ``CancellationToken/current`` is the token of this
     /// promise: cancelled when it is cancelled while pending, completed "not cancelled" once it
     /// settled, so a token-taking API started in `body` can be handed that token.
-    @inlinable
-    public convenience init(resolver body: (Resolver<T>) throws -> (() -> Void)) {
+    @inlinable @preconcurrency
+    public convenience init(resolver body: (Resolver<T>) throws -> (@Sendable () -> Void)) {
         let (promise, resolver) = Promise<T>.pending()
         let storage = CancelStorage.make()
         var cancel: (() -> Void)?
@@ -163,8 +163,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
     /// `asPromise()` returns a promise that settles as this one does: on `cancel()` it is
     /// rejected with `CancellablePromiseError.cancelled` even if `cancel` goes on to reject
     /// `promise` with an error of its own.
-    @inlinable
-    public convenience init(using promise: Promise<T>, cancel: @escaping () -> Void) {
+    @inlinable @preconcurrency
+    public convenience init(using promise: Promise<T>, cancel: @escaping @Sendable () -> Void) {
         self.init(newChain: promise._mirror(), cancel: cancel)
     }
 
@@ -303,8 +303,9 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
 
     // MARK: Thenable
 
-    /// Calls `to` once with the result, synchronously on the settling thread (or at once).
-    public func pipe(to: @escaping (Result<T>) -> Void) {
+    /// Calls `to` once with the result, synchronously on the settling thread (or at once, on the
+    /// calling thread): `to` is `@Sendable`.
+    @preconcurrency public func pipe(to: @escaping @Sendable (Result<T>) -> Void) {
         promise.pipe(to: to)
     }
 

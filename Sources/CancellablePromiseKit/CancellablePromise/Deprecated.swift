@@ -74,7 +74,7 @@ extension Promise {
 
     /// CancelForPromiseKit's spelling of ``setCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "setCancellable(_:reject:)")
-    public func setCancellableTask(_ task: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
+    @preconcurrency public func setCancellableTask(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
         setCancellable(task, reject: reject)
     }
 }
@@ -90,7 +90,7 @@ extension Guarantee {
 
     /// CancelForPromiseKit's spelling of ``setCancellable(_:)``.
     @available(*, deprecated, renamed: "setCancellable(_:)")
-    public func setCancellableTask(_ task: (any Cancellable)?) {
+    @preconcurrency public func setCancellableTask(_ task: (any Cancellable)?) {
         setCancellable(task)
     }
 }
@@ -139,13 +139,13 @@ extension CancellablePromise {
 
     /// The PromiseKit 7 guide's spelling of ``appendCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "appendCancellable(_:reject:)")
-    public func appendCancellable(cancellable: (any Cancellable)?, reject: ((Error) -> Void)?) {
+    @preconcurrency public func appendCancellable(cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?) {
         appendCancellable(cancellable, reject: reject)
     }
 
     /// CancelForPromiseKit's spelling of ``appendCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "appendCancellable(_:reject:)")
-    public func appendCancellableTask(_ task: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
+    @preconcurrency public func appendCancellableTask(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
         appendCancellable(task, reject: reject)
     }
 }
@@ -174,11 +174,31 @@ extension CancellablePromise {
     /// PromiseKit 7's name for `then` with a body returning a plain thenable: here `then`
     /// accepts it. `body` runs on `on` (default `conf.Q.map`) and never starts once the chain
     /// is cancelled; the thenable's attached task, if any, is cancelled with the chain.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @available(*, deprecated, renamed: "then(on:flags:_:)")
     public func cancellableThen<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping (T) throws -> U
+        _ body: @escaping @MainActor @Sendable (T) throws -> U
+    ) -> CancellablePromise<U.T> {
+        cancellableThen(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// PromiseKit 7's name for `then` with a body returning a plain thenable: here `then`
+    /// accepts it. `body` runs on `on` (default `conf.Q.map`) and never starts once the chain
+    /// is cancelled; the thenable's attached task, if any, is cancelled with the chain.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @available(*, deprecated, renamed: "then(on:flags:_:)")
+    public func cancellableThen<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> U
     ) -> CancellablePromise<U.T> {
         then(on: on, flags: flags, body)
     }
@@ -186,12 +206,33 @@ extension CancellablePromise {
     /// PromiseKit 7's name for `recover` with a body returning a plain thenable: here
     /// `recover` accepts it. `body` runs on `on` (default `conf.Q.map`) and never runs for the
     /// chain's own cancellation.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @available(*, deprecated, renamed: "recover(on:flags:policy:_:)")
     public func cancellableRecover<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
         policy: CatchPolicy = conf.catchPolicy,
-        _ body: @escaping (Error) throws -> U
+        _ body: @escaping @MainActor @Sendable (Error) throws -> U
+    ) -> CancellablePromise<T> where U.T == T {
+        cancellableRecover(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
+    }
+
+    /// PromiseKit 7's name for `recover` with a body returning a plain thenable: here
+    /// `recover` accepts it. `body` runs on `on` (default `conf.Q.map`) and never runs for the
+    /// chain's own cancellation.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @available(*, deprecated, renamed: "recover(on:flags:policy:_:)")
+    public func cancellableRecover<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        policy: CatchPolicy = conf.catchPolicy,
+        _ body: @escaping @Sendable (Error) throws -> U
     ) -> CancellablePromise<T> where U.T == T {
         recover(on: on, flags: flags, policy: policy, body)
     }
@@ -200,22 +241,60 @@ extension CancellablePromise {
 extension CancellablePromise where T: Sequence {
     /// PromiseKit 7's name for `thenMap` with a transform returning a plain thenable.
     /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @available(*, deprecated, renamed: "thenMap(on:flags:_:)")
     public func cancellableThenMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U.T]> {
+        cancellableThenMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// PromiseKit 7's name for `thenMap` with a transform returning a plain thenable.
+    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @available(*, deprecated, renamed: "thenMap(on:flags:_:)")
+    public func cancellableThenMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T]> {
         thenMap(on: on, flags: flags, transform)
     }
 
     /// PromiseKit 7's name for `thenFlatMap` with a transform returning a plain thenable.
     /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
     @available(*, deprecated, renamed: "thenFlatMap(on:flags:_:)")
     public func cancellableThenFlatMap<U: Thenable>(
-        on: DispatchQueue? = conf.Q.map,
+        on: MainActorQueue = .main,
         flags: DispatchWorkItemFlags? = nil,
-        _ transform: @escaping (T.Iterator.Element) throws -> U
+        _ transform: @escaping @MainActor @Sendable (T.Iterator.Element) throws -> U
+    ) -> CancellablePromise<[U.T.Iterator.Element]> where U.T: Sequence {
+        cancellableThenFlatMap(on: on.queue, flags: flags, _mainActorBody(transform))
+    }
+
+    /// PromiseKit 7's name for `thenFlatMap` with a transform returning a plain thenable.
+    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @available(*, deprecated, renamed: "thenFlatMap(on:flags:_:)")
+    public func cancellableThenFlatMap<U: Thenable>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ transform: @escaping @Sendable (T.Iterator.Element) throws -> U
     ) -> CancellablePromise<[U.T.Iterator.Element]> where U.T: Sequence {
         thenFlatMap(on: on, flags: flags, transform)
     }

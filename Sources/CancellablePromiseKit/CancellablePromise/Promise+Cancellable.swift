@@ -16,12 +16,12 @@ private final class AttachedTask: Sendable {
         // @unchecked: a `Cancellable` is called from any thread by contract, and `reject` is
         // documented to be called on the cancelling thread.
         let task: any Cancellable
-        let reject: ((Error) -> Void)?
+        let reject: (@Sendable (Error) -> Void)?
     }
 
     private let parts: Locked<Parts?>
 
-    init(_ task: any Cancellable, reject: ((Error) -> Void)?) {
+    init(_ task: any Cancellable, reject: (@Sendable (Error) -> Void)?) {
         parts = Locked(Parts(task: task, reject: reject))
     }
 
@@ -31,7 +31,7 @@ private final class AttachedTask: Sendable {
         taken.reject?(CancellablePromiseError.cancelled)
     }
 
-    static func attachment(_ task: (any Cancellable)?, reject: ((Error) -> Void)?) -> (@Sendable () -> Void)? {
+    static func attachment(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?) -> (@Sendable () -> Void)? {
         guard let task else { return nil }
         let attached = AttachedTask(task, reject: reject)
         return { attached.cancel() }
@@ -84,7 +84,7 @@ extension Promise {
     /// Does nothing once the promise has settled (there is nothing to cancel), nor on a
     /// promise that is already part of a cancellable chain (`cancellablePromise.promise`): use
     /// `CancellablePromise.appendCancellable(_:reject:)` there.
-    public func setCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
+    @preconcurrency public func setCancellable(_ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
         attachCancellation(AttachedTask.attachment(cancellable, reject: reject))
     }
 }
@@ -117,7 +117,7 @@ extension Guarantee {
     /// Attaches `cancellable` as the task producing this guarantee (see
     /// `init(cancellable:resolver:)`), replacing a task attached before; `nil` removes it.
     /// Does nothing once the guarantee has resolved.
-    public func setCancellable(_ cancellable: (any Cancellable)?) {
+    @preconcurrency public func setCancellable(_ cancellable: (any Cancellable)?) {
         asPromise().attachCancellation(AttachedTask.attachment(cancellable, reject: nil))
     }
 }
@@ -202,7 +202,7 @@ extension CancellablePromise {
     /// promise.appendCancellable(task, reject: nil)
     /// task.resume()
     /// ```
-    public func appendCancellable(_ cancellable: (any Cancellable)?, reject: ((Error) -> Void)? = nil) {
+    @preconcurrency public func appendCancellable(_ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
         guard cancellable != nil || reject != nil else { return }
         let storage = _chainStorage
         // Read when the closure runs: the chain's error is recorded before links are followed.

@@ -93,13 +93,13 @@ import PromiseCore
 ///   - shouldRetry: whether an attempt's error is worth another attempt (every error but a
 ///     cancellation, by default).
 ///   - body: starts attempt number `attempt` (1, 2, …) and returns its promise.
-public func retry<R: Thenable>(
+@preconcurrency public func retry<R: Thenable>(
     maxAttempts: Int,
     delay: RetryDelay = .immediately,
     on queue: DispatchQueue? = nil,
     scheduler: any PromiseScheduler = DispatchScheduler.global,
-    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
-    _ body: @escaping (_ attempt: Int) throws -> R
+    if shouldRetry: @escaping @Sendable (Error) -> Bool = { _ in true },
+    _ body: @escaping @Sendable (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
     retry(
         maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
@@ -128,14 +128,14 @@ public func retry<R: Thenable>(
 /// ``retry(maxAttempts:delay:on:scheduler:if:_:)``. The generator is called on the thread that
 /// rejected a failed attempt, after `shouldRetry` accepted its error, under a lock of the
 /// retry's own: never twice at once.
-public func retry<R: Thenable, G: RandomNumberGenerator & Sendable>(
+@preconcurrency public func retry<R: Thenable, G: RandomNumberGenerator & Sendable>(
     maxAttempts: Int,
     delay: RetryDelay = .immediately,
     on queue: DispatchQueue? = nil,
     scheduler: any PromiseScheduler = DispatchScheduler.global,
-    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    if shouldRetry: @escaping @Sendable (Error) -> Bool = { _ in true },
     using generator: G,
-    _ body: @escaping (_ attempt: Int) throws -> R
+    _ body: @escaping @Sendable (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
     retry(
         maxAttempts: maxAttempts, delay: delay, on: queue, scheduler: scheduler, if: shouldRetry,
@@ -150,10 +150,10 @@ package func retry<R: Thenable>(
     delay: RetryDelay = .immediately,
     on queue: DispatchQueue? = nil,
     scheduler: any PromiseScheduler = DispatchScheduler.global,
-    if shouldRetry: @escaping (Error) -> Bool = { _ in true },
+    if shouldRetry: @escaping @Sendable (Error) -> Bool = { _ in true },
     random: (any RandomNumberGenerator & Sendable)? = nil,
     lifetimeProbe: AnyObject?,
-    _ body: @escaping (_ attempt: Int) throws -> R
+    _ body: @escaping @Sendable (_ attempt: Int) throws -> R
 ) -> CancellablePromise<R.T> {
     guard maxAttempts >= 1 else {
         return CancellablePromise(error: RetryConfigurationError.invalidMaxAttempts(maxAttempts))

@@ -100,7 +100,7 @@ final class SharedWorkHost<T>: SharedFollowerHost, @unchecked Sendable {
     /// The cancel function of the follower `key` joined as: it reports the follower cancelled
     /// when called, abandoned when released uncalled. It keeps `keeper` alive as long as the
     /// follower can be cancelled.
-    func cancelFunction(of key: FollowerKey, keeping keeper: (AnyObject & Sendable)? = nil) -> () -> Void {
+    func cancelFunction(of key: FollowerKey, keeping keeper: (AnyObject & Sendable)? = nil) -> @Sendable () -> Void {
         let ticket = SharedFollowerTicket(self, key, keeping: keeper)
         return { ticket.cancelled() }
     }

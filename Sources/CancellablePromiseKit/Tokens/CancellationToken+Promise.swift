@@ -39,9 +39,9 @@ extension Promise {
     ///     }
     /// }
     /// ```
-    public convenience init(
+    @preconcurrency public convenience init(
         cancellationToken token: CancellationToken?,
-        resolver body: (Resolver<T>) throws -> (() -> Void)
+        resolver body: (Resolver<T>) throws -> (@Sendable () -> Void)
     ) {
         var outputResolver: Resolver<T>?
         self.init { outputResolver = $0 }

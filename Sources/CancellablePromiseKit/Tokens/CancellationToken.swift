@@ -155,7 +155,7 @@ public final class CancellationToken: @unchecked Sendable {
     /// token.onCancel { [weak task] in task?.cancel() }
     /// ```
     @discardableResult
-    public func onCancel(on queue: DispatchQueue? = nil, _ body: @escaping () -> Void) -> CancellationRegistration {
+    @preconcurrency public func onCancel(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable () -> Void) -> CancellationRegistration {
         add(.onCancel(body), queue: queue)
     }
 
@@ -170,7 +170,7 @@ public final class CancellationToken: @unchecked Sendable {
     @discardableResult
     public func onComplete(
         on queue: DispatchQueue? = nil,
-        _ body: @escaping (_ cancelled: Bool) -> Void
+        _ body: @escaping @Sendable (_ cancelled: Bool) -> Void
     ) -> CancellationRegistration {
         add(.onComplete(body), queue: queue)
     }
@@ -364,7 +364,7 @@ extension CancellationToken {
     /// ```swift
     /// let onlyIfStillVisible = token.map { view.isVisible }
     /// ```
-    public func map(_ transform: @escaping () -> Bool) -> CancellationToken {
+    @preconcurrency public func map(_ transform: @escaping @Sendable () -> Bool) -> CancellationToken {
         let result = CancellationToken(derived: ())
         addLink(to: result) { result, cancelled in
             result.complete(cancelled: cancelled && transform())
@@ -385,7 +385,7 @@ extension CancellationToken {
     ///     left.flatMap { right.map { true } }
     /// }
     /// ```
-    public func flatMap(_ transform: @escaping () -> CancellationToken) -> CancellationToken {
+    @preconcurrency public func flatMap(_ transform: @escaping @Sendable () -> CancellationToken) -> CancellationToken {
         let result = CancellationToken(derived: ())
         addLink(to: result) { result, cancelled in
             guard cancelled else {
