@@ -5,7 +5,7 @@ import Dispatch
 public protocol CatchMixin: Thenable {}
 
 extension CatchMixin {
-    /// Handles a rejection: `body` runs on `on` (default `conf.Q.return`) with the error.
+    /// Handles a rejection: `body` runs on `on` with the error.
     ///
     /// With the default policy (`conf.catchPolicy`, `.allErrorsExceptCancellation`),
     /// cancellation errors are skipped; pass `.allErrors` to see them. The returned finalizer
@@ -24,7 +24,7 @@ extension CatchMixin {
         `catch`(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
     }
 
-    /// Handles a rejection: `body` runs on `on` (default `conf.Q.return`) with the error.
+    /// Handles a rejection: `body` runs on `on` with the error.
     ///
     /// With the default policy (`conf.catchPolicy`, `.allErrorsExceptCancellation`),
     /// cancellation errors are skipped; pass `.allErrors` to see them. The returned finalizer
@@ -264,7 +264,7 @@ public class PMKFinalizer: @unchecked Sendable {
         self._promise = promise
     }
 
-    /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
+    /// Runs `body` on `on` once the chain and its `catch` are done.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -276,7 +276,7 @@ public class PMKFinalizer: @unchecked Sendable {
         finally(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done.
+    /// Runs `body` on `on` once the chain and its `catch` are done.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.

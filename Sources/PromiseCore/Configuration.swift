@@ -15,8 +15,14 @@ public enum LogEvent: Sendable {
 
 /// The library's configuration: default queues, default catch policy and log handler.
 public struct PMKConfiguration: Sendable {
-    /// Default queues: `map` for `then`/`map`/`compactMap`/…, `return` for
-    /// `done`/`get`/`catch`/`ensure`/`finally`. `nil` means "run synchronously".
+    /// Default delivery queues, as in PromiseKit: `map` and `return`; `nil` means "deliver
+    /// synchronously".
+    ///
+    /// Bodies given to operators no longer follow it. A body given no `on:` is a main-actor body
+    /// and always runs on the main queue; a body given `on:` runs where `on:` says. (A body typed
+    /// `@MainActor` cannot be run on another queue, so a setting here could only break that type's
+    /// promise.) `Q.map` is where `when(_:while:isEnsured:)` delivers an ensured value, and
+    /// `Q.return` where `future()` delivers to its subscribers. See "Swift 6 and data races".
     public var Q: (map: DispatchQueue?, return: DispatchQueue?) = (map: DispatchQueue.main, return: DispatchQueue.main)
 
     /// The default policy of `catch` and `recover`.
@@ -52,7 +58,7 @@ private let configurationStore = Locked(PMKConfiguration())
 /// thread; a change affects handlers added afterwards.
 ///
 /// ```swift
-/// conf.Q = (map: nil, return: nil)   // run every handler synchronously by default
+/// conf.catchPolicy = .allErrors   // `catch` and `recover` see cancellations by default
 /// ```
 public var conf: PMKConfiguration {
     get { configurationStore.withLock { $0 } }

@@ -115,7 +115,7 @@ extension Thenable where T: Collection {
 
 extension Thenable where T: Sequence, T.Iterator.Element: Comparable {
     /// The older name (deprecated in PromiseKit 6) for ``sortedValues(on:flags:)``: the elements in ascending order,
-    /// sorted on `on` (default `conf.Q.map`). Rejections pass through.
+    /// sorted on `on`. Rejections pass through.
     @available(*, deprecated, renamed: "sortedValues(on:)")
     public func sorted(on: DispatchQueue? = conf.Q.map) -> Promise<[T.Iterator.Element]> {
         sortedValues(on: on)

@@ -55,7 +55,7 @@ public final class Guarantee<T>: Thenable, Sendable {
         }
     }
 
-    /// Runs `body` with the value on `on` (default `conf.Q.return`).
+    /// Runs `body` with the value on `on`.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -69,7 +69,7 @@ public final class Guarantee<T>: Thenable, Sendable {
         done(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Runs `body` with the value on `on` (default `conf.Q.return`).
+    /// Runs `body` with the value on `on`.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.

@@ -3,10 +3,11 @@ import Dispatch
 /// A promise: a value of type `T` that will be available later, or an error.
 ///
 /// `Promise` is source-compatible with PromiseKit 8's `Promise`. It is thread-safe: it can be
-/// resolved, observed and inspected from any thread. Handlers added with `then`, `map`, `done`…
-/// run on the queue passed as `on:` (by default `conf.Q.map` or `conf.Q.return`, the main queue
-/// unless configured otherwise); `on: nil` runs them synchronously on the thread that resolves
-/// the promise (or that adds the handler, when the promise is already resolved).
+/// resolved, observed and inspected from any thread. A body given to `then`, `map`, `done`…
+/// with no `on:` is a main-actor body (`@MainActor`) and runs on the main queue; a body given a
+/// queue as `on:` is `@Sendable` and runs there; `on: nil` runs it, `@Sendable` too,
+/// synchronously on the thread that resolves the promise (or that adds the handler, when the
+/// promise is already resolved). See <doc:Swift6AndDataRaces>.
 ///
 /// A promise settles once: later resolutions are ignored. A plain `Promise` cannot be cancelled;
 /// wrap it with `cancellize()` from `CancellablePromiseKit` for that. Cancellation is otherwise a

@@ -141,7 +141,7 @@ extension Thenable {
         }
     }
 
-    /// Runs `body` with the fulfilled value, on `on` (default `conf.Q.return`); the result is
+    /// Runs `body` with the fulfilled value, on `on`; the result is
     /// `Promise<Void>`. A throw rejects.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
@@ -155,7 +155,7 @@ extension Thenable {
         done(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Runs `body` with the fulfilled value, on `on` (default `conf.Q.return`); the result is
+    /// Runs `body` with the fulfilled value, on `on`; the result is
     /// `Promise<Void>`. A throw rejects.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for

@@ -244,8 +244,10 @@ public func when<U: Thenable, V: Thenable, W: Thenable, X: Thenable, Y: Thenable
 ///
 /// `promiseIterator.next()` is called on the thread that settles a previous promise (or the
 /// calling thread), never concurrently and never under a lock, so it may resolve promises.
+/// The iterator is `sending`: it moves to those threads, and a Swift 6 caller is told if it goes
+/// on using what the iterator captured.
 public func when<It: IteratorProtocol>(
-    fulfilled promiseIterator: It, concurrently: Int
+    fulfilled promiseIterator: sending It, concurrently: Int
 )
     -> Promise<[It.Element.T]> where It.Element: Thenable
 {
@@ -275,7 +277,7 @@ public func when<T>(resolved promises: [Promise<T>]) -> Guarantee<[Result<T>]> {
 /// Like `when(fulfilled:concurrently:)` but waits for every result. `concurrently <= 0` gives
 /// a single `.rejected(PMKError.badInput)` result, as in PromiseKit.
 public func when<It: IteratorProtocol>(
-    resolved promiseIterator: It, concurrently: Int
+    resolved promiseIterator: sending It, concurrently: Int
 )
     -> Guarantee<[Result<It.Element.T>]> where It.Element: Thenable
 {

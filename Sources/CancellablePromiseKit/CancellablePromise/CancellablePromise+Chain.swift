@@ -4,8 +4,8 @@ import PromiseCore
 // Chain operators of `CancellablePromise`. Each returns a `CancellablePromise` in the same
 // `CancelContext`, built on the matching `Promise` operator of the wrapped promise; the new
 // promise is a member of the context, so cancelling the chain rejects it, and a step body that
-// has not started by then never runs. Queues: as the `Promise` operators (`on:` defaults to
-// `conf.Q.map` or `conf.Q.return`; `on: nil` runs synchronously on the settling thread).
+// has not started by then never runs. Queues: as the `Promise` operators (each has a main-actor
+// overload, taken when no `on:` is given, and a `@Sendable` one for `on:` a queue or `nil`).
 
 extension CancellablePromise {
     /// Wraps a step of this chain (one made without the storage as its attachment).
@@ -246,7 +246,7 @@ extension CancellablePromise {
         }
     }
 
-    /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
+    /// Runs `body` with the value on `on`; not run once cancelled.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -259,7 +259,7 @@ extension CancellablePromise {
         done(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Runs `body` with the value on `on` (default `conf.Q.return`); not run once cancelled.
+    /// Runs `body` with the value on `on`; not run once cancelled.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.
@@ -350,7 +350,7 @@ extension CancellablePromise {
 
     // MARK: Errors
 
-    /// Handles a rejection; `body` runs on `on` (default `conf.Q.return`). With the default
+    /// Handles a rejection; `body` runs on `on`. With the default
     /// policy cancellation errors are skipped; `.allErrors` receives them, including the
     /// chain's own cancellation. The finalizer can still cancel the chain.
     ///
@@ -370,7 +370,7 @@ extension CancellablePromise {
         `catch`(on: on.queue, flags: flags, policy: policy, _mainActorBody(body))
     }
 
-    /// Handles a rejection; `body` runs on `on` (default `conf.Q.return`). With the default
+    /// Handles a rejection; `body` runs on `on`. With the default
     /// policy cancellation errors are skipped; `.allErrors` receives them, including the
     /// chain's own cancellation. The finalizer can still cancel the chain.
     ///
@@ -762,7 +762,7 @@ public final class CancellableFinalizer: Sendable {
     /// The same as `isCancelled` (PromiseKit 7's name).
     public var cancelAttempted: Bool { isCancelled }
 
-    /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done,
+    /// Runs `body` on `on` once the chain and its `catch` are done,
     /// cancelled or not. Returns the chain's context.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
@@ -777,7 +777,7 @@ public final class CancellableFinalizer: Sendable {
         finally(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Runs `body` on `on` (default `conf.Q.return`) once the chain and its `catch` are done,
+    /// Runs `body` on `on` once the chain and its `catch` are done,
     /// cancelled or not. Returns the chain's context.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for

@@ -16,8 +16,9 @@ import PromiseCore
 /// - `ensure`, `ensureThen`, `finally`, `tap` and `catch(policy: .allErrors)` still run, with the
 ///   cancellation error; the default `catch` policy skips it.
 ///
-/// Handlers run on the queue given as `on:` (default `conf.Q.map`/`conf.Q.return`, the main
-/// queue); `on: nil` runs them synchronously on the thread that settles the promise. `cancel()`
+/// A body given no `on:` is a main-actor body and runs on the main queue; a body given a queue
+/// runs there, and `on: nil` runs it synchronously on the thread that settles the promise (both
+/// `@Sendable`). `cancel()`
 /// is safe from any thread, any number of times; cancelling a settled chain does nothing.
 ///
 /// ```swift

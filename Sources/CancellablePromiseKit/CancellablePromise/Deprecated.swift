@@ -172,7 +172,7 @@ extension CancelContext {
 
 extension CancellablePromise {
     /// PromiseKit 7's name for `then` with a body returning a plain thenable: here `then`
-    /// accepts it. `body` runs on `on` (default `conf.Q.map`) and never starts once the chain
+    /// accepts it. `body` runs on `on` and never starts once the chain
     /// is cancelled; the thenable's attached task, if any, is cancelled with the chain.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
@@ -188,7 +188,7 @@ extension CancellablePromise {
     }
 
     /// PromiseKit 7's name for `then` with a body returning a plain thenable: here `then`
-    /// accepts it. `body` runs on `on` (default `conf.Q.map`) and never starts once the chain
+    /// accepts it. `body` runs on `on` and never starts once the chain
     /// is cancelled; the thenable's attached task, if any, is cancelled with the chain.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
@@ -204,7 +204,7 @@ extension CancellablePromise {
     }
 
     /// PromiseKit 7's name for `recover` with a body returning a plain thenable: here
-    /// `recover` accepts it. `body` runs on `on` (default `conf.Q.map`) and never runs for the
+    /// `recover` accepts it. `body` runs on `on` and never runs for the
     /// chain's own cancellation.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
@@ -221,7 +221,7 @@ extension CancellablePromise {
     }
 
     /// PromiseKit 7's name for `recover` with a body returning a plain thenable: here
-    /// `recover` accepts it. `body` runs on `on` (default `conf.Q.map`) and never runs for the
+    /// `recover` accepts it. `body` runs on `on` and never runs for the
     /// chain's own cancellation.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
@@ -240,7 +240,7 @@ extension CancellablePromise {
 
 extension CancellablePromise where T: Sequence {
     /// PromiseKit 7's name for `thenMap` with a transform returning a plain thenable.
-    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    /// `transform` runs on `on`, not once the chain is cancelled.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -255,7 +255,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// PromiseKit 7's name for `thenMap` with a transform returning a plain thenable.
-    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    /// `transform` runs on `on`, not once the chain is cancelled.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.
@@ -270,7 +270,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// PromiseKit 7's name for `thenFlatMap` with a transform returning a plain thenable.
-    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    /// `transform` runs on `on`, not once the chain is cancelled.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -285,7 +285,7 @@ extension CancellablePromise where T: Sequence {
     }
 
     /// PromiseKit 7's name for `thenFlatMap` with a transform returning a plain thenable.
-    /// `transform` runs on `on` (default `conf.Q.map`), not once the chain is cancelled.
+    /// `transform` runs on `on`, not once the chain is cancelled.
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.

@@ -230,8 +230,9 @@ public func when<T>(
 /// Generates cancellable promises lazily, at most `concurrently` pending at once (see the
 /// `Promise` form). Cancelling the result cancels every generated input still pending and stops
 /// the generation; so does a rejection (the input that rejected is not cancelled).
+/// The iterator is `sending`, as there.
 public func when<It: IteratorProtocol, T>(
-    fulfilled promiseIterator: It, concurrently: Int
+    fulfilled promiseIterator: sending It, concurrently: Int
 )
     -> CancellablePromise<[T]> where It.Element == CancellablePromise<T>
 {
