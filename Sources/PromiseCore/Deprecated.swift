@@ -63,7 +63,9 @@ extension Promise {
     /// Without `on:` (or with `on: .main`), `body` is a main-actor body, run on the main queue.
     @available(*, deprecated, renamed: "ensure(on:_:)")
     @preconcurrency
-    public func always(on: MainActorQueue = .main, execute body: @escaping @MainActor @Sendable () -> Void) -> Promise<T> {
+    public func always(
+        on: MainActorQueue = .main, execute body: @escaping @MainActor @Sendable () -> Void
+    ) -> Promise<T> {
         ensure(on: on, body)
     }
 

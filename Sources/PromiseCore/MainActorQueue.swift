@@ -44,12 +44,12 @@ public struct MainActorQueue: Sendable {
 ) -> @Sendable (A) throws -> B {
     let plain = unsafeBitCast(body, to: (@Sendable (A) throws -> B).self)
     #if DEBUG
-        return { value in
-            dispatchPrecondition(condition: .onQueue(.main))
-            return try plain(value)
-        }
+    return { value in
+        dispatchPrecondition(condition: .onQueue(.main))
+        return try plain(value)
+    }
     #else
-        return plain
+    return plain
     #endif
 }
 
@@ -59,12 +59,12 @@ public struct MainActorQueue: Sendable {
 ) -> @Sendable (A) -> B {
     let plain = unsafeBitCast(body, to: (@Sendable (A) -> B).self)
     #if DEBUG
-        return { value in
-            dispatchPrecondition(condition: .onQueue(.main))
-            return plain(value)
-        }
+    return { value in
+        dispatchPrecondition(condition: .onQueue(.main))
+        return plain(value)
+    }
     #else
-        return plain
+    return plain
     #endif
 }
 
@@ -75,12 +75,12 @@ public struct MainActorQueue: Sendable {
 ) -> @Sendable (A, B) -> C {
     let plain = unsafeBitCast(body, to: (@Sendable (A, B) -> C).self)
     #if DEBUG
-        return { first, second in
-            dispatchPrecondition(condition: .onQueue(.main))
-            return plain(first, second)
-        }
+    return { first, second in
+        dispatchPrecondition(condition: .onQueue(.main))
+        return plain(first, second)
+    }
     #else
-        return plain
+    return plain
     #endif
 }
 
@@ -90,11 +90,11 @@ public struct MainActorQueue: Sendable {
 ) -> @Sendable () -> B {
     let plain = unsafeBitCast(body, to: (@Sendable () -> B).self)
     #if DEBUG
-        return {
-            dispatchPrecondition(condition: .onQueue(.main))
-            return plain()
-        }
+    return {
+        dispatchPrecondition(condition: .onQueue(.main))
+        return plain()
+    }
     #else
-        return plain
+    return plain
     #endif
 }

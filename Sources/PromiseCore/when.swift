@@ -206,7 +206,9 @@ public func when<U: Thenable>(fulfilled promises: [U]) -> Promise<Void> where U.
 /// Waits for both to fulfil; rejects with the first rejection.
 @inlinable
 public func when<U: Thenable, V: Thenable>(fulfilled pu: U, _ pv: V) -> Promise<(U.T, V.T)> {
-    whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>])._map(on: nil, flags: nil) { _ in (pu.value!, pv.value!) }
+    whenAllFulfilled([pu.asVoid(), pv.asVoid()] as [Promise<Void>])._map(on: nil, flags: nil) { _ in
+        (pu.value!, pv.value!)
+    }
 }
 
 /// Waits for all three to fulfil; rejects with the first rejection.
@@ -423,7 +425,9 @@ public func when<U, V, W>(
 )
     -> Guarantee<(U, V, W)>
 {
-    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()])._mapGuarantee(on: nil, flags: nil) { (gu.value!, gv.value!, gw.value!) }
+    when(guarantees: [gu.asVoid(), gv.asVoid(), gw.asVoid()])._mapGuarantee(on: nil, flags: nil) {
+        (gu.value!, gv.value!, gw.value!)
+    }
 }
 
 /// Waits for all four guarantees.

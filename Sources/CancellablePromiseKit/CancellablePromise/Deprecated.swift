@@ -74,7 +74,9 @@ extension Promise {
 
     /// CancelForPromiseKit's spelling of ``setCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "setCancellable(_:reject:)")
-    @preconcurrency public func setCancellableTask(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
+    @preconcurrency public func setCancellableTask(
+        _ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil
+    ) {
         setCancellable(task, reject: reject)
     }
 }
@@ -139,13 +141,16 @@ extension CancellablePromise {
 
     /// The PromiseKit 7 guide's spelling of ``appendCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "appendCancellable(_:reject:)")
-    @preconcurrency public func appendCancellable(cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?) {
+    @preconcurrency public func appendCancellable(cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?)
+    {
         appendCancellable(cancellable, reject: reject)
     }
 
     /// CancelForPromiseKit's spelling of ``appendCancellable(_:reject:)``.
     @available(*, deprecated, renamed: "appendCancellable(_:reject:)")
-    @preconcurrency public func appendCancellableTask(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
+    @preconcurrency public func appendCancellableTask(
+        _ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil
+    ) {
         appendCancellable(task, reject: reject)
     }
 }

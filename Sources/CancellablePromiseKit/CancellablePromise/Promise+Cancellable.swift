@@ -31,7 +31,8 @@ private final class AttachedTask: Sendable {
         taken.reject?(CancellablePromiseError.cancelled)
     }
 
-    static func attachment(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?) -> (@Sendable () -> Void)? {
+    static func attachment(_ task: (any Cancellable)?, reject: (@Sendable (Error) -> Void)?) -> (@Sendable () -> Void)?
+    {
         guard let task else { return nil }
         let attached = AttachedTask(task, reject: reject)
         return { attached.cancel() }
@@ -84,7 +85,9 @@ extension Promise {
     /// Does nothing once the promise has settled (there is nothing to cancel), nor on a
     /// promise that is already part of a cancellable chain (`cancellablePromise.promise`): use
     /// `CancellablePromise.appendCancellable(_:reject:)` there.
-    @preconcurrency public func setCancellable(_ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
+    @preconcurrency public func setCancellable(
+        _ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil
+    ) {
         attachCancellation(AttachedTask.attachment(cancellable, reject: reject))
     }
 }
@@ -202,7 +205,9 @@ extension CancellablePromise {
     /// promise.appendCancellable(task, reject: nil)
     /// task.resume()
     /// ```
-    @preconcurrency public func appendCancellable(_ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil) {
+    @preconcurrency public func appendCancellable(
+        _ cancellable: (any Cancellable)?, reject: (@Sendable (Error) -> Void)? = nil
+    ) {
         guard cancellable != nil || reject != nil else { return }
         let storage = _chainStorage
         // Read when the closure runs: the chain's error is recorded before links are followed.

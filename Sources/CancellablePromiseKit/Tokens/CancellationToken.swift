@@ -155,7 +155,9 @@ public final class CancellationToken: @unchecked Sendable {
     /// token.onCancel { [weak task] in task?.cancel() }
     /// ```
     @discardableResult
-    @preconcurrency public func onCancel(on queue: DispatchQueue? = nil, _ body: @escaping @Sendable () -> Void) -> CancellationRegistration {
+    @preconcurrency public func onCancel(
+        on queue: DispatchQueue? = nil, _ body: @escaping @Sendable () -> Void
+    ) -> CancellationRegistration {
         add(.onCancel(body), queue: queue)
     }
 
