@@ -71,7 +71,7 @@ enum PromiseSubscriptionState<Downstream: Subscriber> {
 
 /// A subscription to a promise publisher: delivers the promise's one result to `Downstream`
 /// once it has demand, and withdraws its interest in the work when cancelled.
-final class PromiseSubscription<Downstream: Subscriber>: Subscription {
+final class PromiseSubscription<Downstream: Subscriber>: Subscription, Sendable {
     private let state: Locked<PromiseSubscriptionState<Downstream>>
 
     /// A subscription for `downstream`; cancelling it cancels `interest` (if any) unless the

@@ -113,12 +113,12 @@ enum PublisherPromiseState<Input, Value> {
 }
 
 /// The subscriber behind `cancellablePromise()` and `cancellablePromiseOfAllValues()`.
-final class PublisherPromiseSubscriber<Input, Failure: Error, Value>: Subscriber {
+final class PublisherPromiseSubscriber<Input, Failure: Error, Value>: Subscriber, Sendable {
     private let state: Locked<PublisherPromiseState<Input, Value>>
     private let mode: PublisherPromiseMode
-    private let value: ([Input]) -> Value
+    private let value: @Sendable ([Input]) -> Value
 
-    init(_ resolver: Resolver<Value>, mode: PublisherPromiseMode, value: @escaping ([Input]) -> Value) {
+    init(_ resolver: Resolver<Value>, mode: PublisherPromiseMode, value: @escaping @Sendable ([Input]) -> Value) {
         state = Locked(.subscribing(resolver, collected: [], cancelled: false))
         self.mode = mode
         self.value = value
@@ -193,7 +193,7 @@ extension Publisher {
 
     private func makePromise<Value>(
         mode: PublisherPromiseMode,
-        value: @escaping ([Output]) -> Value
+        value: @escaping @Sendable ([Output]) -> Value
     ) -> CancellablePromise<Value> {
         CancellablePromise<Value> { resolver in
             let subscriber = PublisherPromiseSubscriber<Output, Failure, Value>(resolver, mode: mode, value: value)

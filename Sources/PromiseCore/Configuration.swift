@@ -21,8 +21,9 @@ public struct PMKConfiguration: Sendable {
     /// Bodies given to operators no longer follow it. A body given no `on:` is a main-actor body
     /// and always runs on the main queue; a body given `on:` runs where `on:` says. (A body typed
     /// `@MainActor` cannot be run on another queue, so a setting here could only break that type's
-    /// promise.) `Q.map` is where `when(_:while:isEnsured:)` delivers an ensured value, and
-    /// `Q.return` where `future()` delivers to its subscribers. See "Swift 6 and data races".
+    /// promise.) It stays the default of what runs none of your code: `Q.map` is where
+    /// `sortedValues()` sorts and `when(_:while:isEnsured:)` delivers an ensured value, `Q.return`
+    /// where `future()` delivers to its subscribers. See "Swift 6 and data races".
     public var Q: (map: DispatchQueue?, return: DispatchQueue?) = (map: DispatchQueue.main, return: DispatchQueue.main)
 
     /// The default policy of `catch` and `recover`.

@@ -9,26 +9,26 @@ final class CatchTests: XCTestCase {
     // MARK: catch
 
     func testCatchReceivesTheError() {
-        var caught: Error?
-        Promise<Int>(error: TestError(code: 1)).catch(on: nil) { caught = $0 }
-        XCTAssertEqual(caught as? TestError, TestError(code: 1))
+        let caught = SendableBox<Error?>(nil)
+        Promise<Int>(error: TestError(code: 1)).catch(on: nil) { caught.value = $0 }
+        XCTAssertEqual(caught.value as? TestError, TestError(code: 1))
     }
 
     func testCatchIsNotCalledOnFulfilment() {
-        var called = false
-        Promise.value(1).catch(on: nil) { _ in called = true }
-        XCTAssertFalse(called)
+        let called = Flag()
+        Promise.value(1).catch(on: nil) { _ in called.raise() }
+        XCTAssertFalse(called.value)
     }
 
     func testCatchOnTheDefaultQueueRunsOnMain() {
         let caught = Handshake()
-        var onMain = false
+        let onMain = SendableBox(false)
         Promise<Int>(error: TestError()).catch { _ in
-            onMain = isOnMainQueue
+            onMain.value = isOnMainQueue
             caught.signal()
         }
         XCTAssertTrue(caught.wait(seconds: 10))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     func testCatchWithTheDefaultPolicySkipsPMKErrorCancelled() {
@@ -48,26 +48,26 @@ final class CatchTests: XCTestCase {
     }
 
     func testCatchWithTheDefaultPolicyHandlesOtherURLErrors() {
-        var caught: Error?
-        Promise<Int>(error: URLError(.timedOut)).catch(on: nil) { caught = $0 }
-        XCTAssertEqual((caught as? URLError)?.code, .timedOut)
+        let caught = SendableBox<Error?>(nil)
+        Promise<Int>(error: URLError(.timedOut)).catch(on: nil) { caught.value = $0 }
+        XCTAssertEqual((caught.value as? URLError)?.code, .timedOut)
     }
 
     func testCatchWithAllErrorsReceivesCancellation() {
-        var caught: [Error] = []
+        let caught = Recorder<Error>()
         Promise<Int>(error: PMKError.cancelled).catch(on: nil, policy: .allErrors) { caught.append($0) }
         Promise<Int>(error: CancellationError()).catch(on: nil, policy: .allErrors) { caught.append($0) }
         Promise<Int>(error: URLError(.cancelled)).catch(on: nil, policy: .allErrors) { caught.append($0) }
-        XCTAssertEqual(caught.count, 3)
-        XCTAssertEqual(pmkCase(caught.first), "cancelled")
+        XCTAssertEqual(caught.all.count, 3)
+        XCTAssertEqual(pmkCase(caught.all.first), "cancelled")
     }
 
     func testCatchUsesTheConfiguredDefaultPolicy() {
-        var caught: Error?
+        let caught = SendableBox<Error?>(nil)
         withConfiguration({ $0.catchPolicy = .allErrors }) {
-            Promise<Int>(error: PMKError.cancelled).catch(on: nil) { caught = $0 }
+            Promise<Int>(error: PMKError.cancelled).catch(on: nil) { caught.value = $0 }
         }
-        XCTAssertEqual(pmkCase(caught), "cancelled")
+        XCTAssertEqual(pmkCase(caught.value), "cancelled")
     }
 
     func testErrorIsCancelled() {
@@ -85,38 +85,38 @@ final class CatchTests: XCTestCase {
     // MARK: finally
 
     func testFinallyRunsAfterCatchOnRejection() {
-        var order: [String] = []
+        let order = Recorder<String>()
         Promise<Int>(error: TestError())
             .catch(on: nil) { _ in order.append("catch") }
             .finally(on: nil) { order.append("finally") }
-        XCTAssertEqual(order, ["catch", "finally"])
+        XCTAssertEqual(order.all, ["catch", "finally"])
     }
 
     func testFinallyRunsOnFulfilment() {
-        var ran = false
-        Promise.value(1).catch(on: nil) { _ in }.finally(on: nil) { ran = true }
-        XCTAssertTrue(ran)
+        let ran = Flag()
+        Promise.value(1).catch(on: nil) { _ in }.finally(on: nil) { ran.raise() }
+        XCTAssertTrue(ran.value)
     }
 
     func testFinallyRunsOnASkippedCancellation() {
-        var caught = false
-        var ran = false
+        let caught = Flag()
+        let ran = Flag()
         Promise<Int>(error: PMKError.cancelled)
-            .catch(on: nil) { _ in caught = true }
-            .finally(on: nil) { ran = true }
-        XCTAssertFalse(caught)
-        XCTAssertTrue(ran)
+            .catch(on: nil) { _ in caught.raise() }
+            .finally(on: nil) { ran.raise() }
+        XCTAssertFalse(caught.value)
+        XCTAssertTrue(ran.value)
     }
 
     func testFinallyOnTheDefaultQueueRunsOnMain() {
         let ran = Handshake()
-        var onMain = false
+        let onMain = SendableBox(false)
         Promise.value(1).catch { _ in }.finally {
-            onMain = isOnMainQueue
+            onMain.value = isOnMainQueue
             ran.signal()
         }
         XCTAssertTrue(ran.wait(seconds: 10))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     // MARK: recover
@@ -127,12 +127,12 @@ final class CatchTests: XCTestCase {
     }
 
     func testRecoverReceivesTheError() {
-        var got: Error?
+        let got = SendableBox<Error?>(nil)
         _ = Promise<Int>(error: TestError(code: 4)).recover(on: nil) { e -> Promise<Int> in
-            got = e
+            got.value = e
             return .value(0)
         }
-        XCTAssertEqual(got as? TestError, TestError(code: 4))
+        XCTAssertEqual(got.value as? TestError, TestError(code: 4))
     }
 
     func testRecoverThrowingRejectsWithTheNewError() {
@@ -151,21 +151,21 @@ final class CatchTests: XCTestCase {
     }
 
     func testRecoverIsSkippedOnFulfilment() {
-        var ran = false
+        let ran = Flag()
         let p = Promise.value(1).recover(on: nil) { _ -> Promise<Int> in
-            ran = true; return .value(2)
+            ran.raise(); return .value(2)
         }
-        XCTAssertFalse(ran)
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(p.value, 1)
     }
 
     func testRecoverWithTheDefaultPolicyLetsACancellationThrough() {
-        var ran = false
+        let ran = Flag()
         let p = Promise<Int>(error: PMKError.cancelled).recover(on: nil) { _ -> Promise<Int> in
-            ran = true
+            ran.raise()
             return .value(2)
         }
-        XCTAssertFalse(ran)
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(pmkCase(p.error), "cancelled")
     }
 
@@ -192,10 +192,12 @@ final class CatchTests: XCTestCase {
     }
 
     func testVoidRecoverWithANonThrowingBodyGivesAGuarantee() {
-        var seen: Error?
-        let g: Guarantee<Void> = Promise<Void>(error: PMKError.cancelled).recover(on: nil) { (e: Error) in seen = e }
+        let seen = SendableBox<Error?>(nil)
+        let g: Guarantee<Void> = Promise<Void>(error: PMKError.cancelled).recover(on: nil) { (e: Error) in
+            seen.value = e
+        }
         XCTAssertTrue(g.isFulfilled)
-        XCTAssertEqual(pmkCase(seen), "cancelled")
+        XCTAssertEqual(pmkCase(seen.value), "cancelled")
     }
 
     func testVoidRecoverWithAThrowingBodyFulfilsWhenItReturns() {
@@ -211,61 +213,61 @@ final class CatchTests: XCTestCase {
     }
 
     func testVoidRecoverWithAThrowingBodySkipsCancellationByDefault() {
-        var ran = false
+        let ran = Flag()
         let p: Promise<Void> = Promise<Void>(error: PMKError.cancelled).recover(on: nil) { (_: Error) throws in
-            ran = true
+            ran.raise()
         }
-        XCTAssertFalse(ran)
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(pmkCase(p.error), "cancelled")
     }
 
     func testRecoverOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
+        let onMain = SendableBox(false)
         let p = Promise<Int>(error: TestError()).recover { _ -> Promise<Int> in
-            onMain = isOnMainQueue
+            onMain.value = isOnMainQueue
             return .value(1)
         }
         XCTAssertEqual(waitForValue(p), 1)
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     // MARK: ensure / ensureThen
 
     func testEnsureRunsOnFulfilmentAndPassesTheValue() {
-        var ran = false
-        let p = Promise.value(1).ensure(on: nil) { ran = true }
-        XCTAssertTrue(ran)
+        let ran = Flag()
+        let p = Promise.value(1).ensure(on: nil) { ran.raise() }
+        XCTAssertTrue(ran.value)
         XCTAssertEqual(p.value, 1)
     }
 
     func testEnsureRunsOnRejectionAndPassesTheError() {
-        var ran = false
-        let p = Promise<Int>(error: TestError(code: 3)).ensure(on: nil) { ran = true }
-        XCTAssertTrue(ran)
+        let ran = Flag()
+        let p = Promise<Int>(error: TestError(code: 3)).ensure(on: nil) { ran.raise() }
+        XCTAssertTrue(ran.value)
         XCTAssertEqual(p.error as? TestError, TestError(code: 3))
     }
 
     func testEnsureRunsOnCancellation() {
-        var ran = false
-        _ = Promise<Int>(error: PMKError.cancelled).ensure(on: nil) { ran = true }
-        XCTAssertTrue(ran)
+        let ran = Flag()
+        _ = Promise<Int>(error: PMKError.cancelled).ensure(on: nil) { ran.raise() }
+        XCTAssertTrue(ran.value)
     }
 
     func testEnsureOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
-        let p = Promise.value(1).ensure { onMain = isOnMainQueue }
+        let onMain = SendableBox(false)
+        let p = Promise.value(1).ensure { onMain.value = isOnMainQueue }
         XCTAssertEqual(waitForValue(p), 1)
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     func testEnsureThenWaitsForTheGuaranteeBeforePassingTheResult() {
         let (gate, open) = Guarantee<Void>.pending()
-        var ran = false
+        let ran = Flag()
         let p = Promise.value(1).ensureThen(on: nil) { () -> Guarantee<Void> in
-            ran = true
+            ran.raise()
             return gate
         }
-        XCTAssertTrue(ran)
+        XCTAssertTrue(ran.value)
         XCTAssertTrue(p.isPending)
         open(())
         XCTAssertEqual(p.value, 1)
@@ -300,17 +302,17 @@ final class CatchTests: XCTestCase {
     }
 
     func testCauterizeReturnsAFinalizer() {
-        var ran = false
+        let ran = Flag()
         recordingLog {
-            Promise<Int>(error: TestError()).cauterize().finally(on: nil) { ran = true }
+            Promise<Int>(error: TestError()).cauterize().finally(on: nil) { ran.raise() }
         }
-        XCTAssertTrue(ran)
+        XCTAssertTrue(ran.value)
     }
 }
 
 /// Whether a `catch` with the default policy runs for a promise rejected with `error`.
 private func defaultCatchRuns(for error: Error) -> Bool {
-    var called = false
-    Promise<Int>(error: error).catch(on: nil) { _ in called = true }
-    return called
+    let called = Flag()
+    Promise<Int>(error: error).catch(on: nil) { _ in called.raise() }
+    return called.value
 }

@@ -110,7 +110,7 @@ final class DeprecatedSpellingTests: XCTestCase {
         XCTAssertEqual(ran.value, 2)
     }
 
-    /// `always` without `on:` runs on `conf.Q.return`, the main queue by default.
+    /// `always` without `on:` is a main-actor body: it runs on the main queue.
     @available(*, deprecated)
     func testAlwaysRunsOnTheMainQueueByDefault() {
         let onMain = Flag()

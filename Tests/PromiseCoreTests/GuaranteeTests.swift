@@ -107,7 +107,7 @@ final class GuaranteeTests: XCTestCase {
 
     func testGuaranteeOperatorsOnAQueue() {
         let queue = TaggedQueue("guarantee")
-        var flags: [Bool] = []
+        let flags = Recorder<Bool>()
         let g = Guarantee.value(1)
             .map(on: queue.queue) { v -> Int in
                 flags.append(queue.isCurrent); return v + 1
@@ -117,6 +117,6 @@ final class GuaranteeTests: XCTestCase {
             }
             .get(on: queue.queue) { _ in flags.append(queue.isCurrent) }
         XCTAssertEqual(waitForValue(g), 4)
-        XCTAssertEqual(flags, [true, true, true])
+        XCTAssertEqual(flags.all, [true, true, true])
     }
 }

@@ -2,9 +2,12 @@ import Foundation
 import PromiseCore
 import XCTest
 
-// Typical PromiseKit 8 code, written exactly as PromiseKit users write it: non-Sendable
-// captures, trailing closures, implicit queues. It must compile in Swift 6 mode without
-// warnings, with a plain (non-testable) import.
+// Typical PromiseKit 8 code, written exactly as PromiseKit users write it in main-actor code (a
+// view controller's method): non-Sendable captures, trailing closures, implicit queues. A body
+// given no `on:` is a main-actor body, so it may capture and mutate the main actor's local state.
+// It must compile in Swift 6 mode without warnings, with a plain (non-testable) import. XCTest
+// runs each test method on the main thread but nonisolated, so each runs its code in
+// `MainActor.assumeIsolated`, as a main-actor method would.
 
 private struct User {
     let name: String
@@ -37,155 +40,183 @@ private func count() -> Promise<Int> {
 
 final class PromiseKitSourceCompatibilityTests: XCTestCase {
     func testTypicalChain() {
-        let done = Handshake()
-        var log: [String] = []
-        firstly {
-            login()
-        }.then { user in
-            fetchAvatar(for: user)
-        }.map { avatar in
-            avatar.uppercased()
-        }.done { avatar in
-            log.append(avatar)
-        }.catch { error in
-            log.append("error: \(error)")
-        }.finally {
-            log.append("finally")
-            done.signal()
+        MainActor.assumeIsolated {
+            let done = Handshake()
+            var log: [String] = []
+            firstly {
+                login()
+            }.then { user in
+                fetchAvatar(for: user)
+            }.map { avatar in
+                avatar.uppercased()
+            }.done { avatar in
+                log.append(avatar)
+            }.catch { error in
+                log.append("error: \(error)")
+            }.finally {
+                log.append("finally")
+                done.signal()
+            }
+            XCTAssertTrue(done.wait(seconds: 10))
+            XCTAssertEqual(log, ["AVATAR-1", "finally"])
         }
-        XCTAssertTrue(done.wait(seconds: 10))
-        XCTAssertEqual(log, ["AVATAR-1", "finally"])
     }
 
     func testPendingPair() {
-        let (promise, seal) = Promise<Int>.pending()
-        var n = 0
-        promise.done { n += $0 }.cauterize()
-        seal.fulfill(1)
-        let flushed = Handshake()
-        DispatchQueue.main.async { flushed.signal() }
-        XCTAssertTrue(flushed.wait(seconds: 10))
-        XCTAssertEqual(n, 1)
+        MainActor.assumeIsolated {
+            let (promise, seal) = Promise<Int>.pending()
+            var n = 0
+            promise.done { n += $0 }.cauterize()
+            seal.fulfill(1)
+            let flushed = Handshake()
+            DispatchQueue.main.async { flushed.signal() }
+            XCTAssertTrue(flushed.wait(seconds: 10))
+            XCTAssertEqual(n, 1)
+        }
     }
 
     func testNonSendableCaptureInDone() {
-        var n = 0
-        let p = Promise { seal in seal.fulfill(1) }
-        let finished = Handshake()
-        p.done { n += $0 }.ensure { finished.signal() }.cauterize()
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(n, 1)
+        MainActor.assumeIsolated {
+            var n = 0
+            let p = Promise { seal in seal.fulfill(1) }
+            let finished = Handshake()
+            p.done { n += $0 }.ensure { finished.signal() }.cauterize()
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(n, 1)
+        }
     }
 
     func testCompletionHandlerConvention() {
-        let finished = Handshake()
-        var result = 0
-        count().done { result = $0 }.catch { _ in }.finally { finished.signal() }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(result, 3)
+        MainActor.assumeIsolated {
+            let finished = Handshake()
+            var result = 0
+            count().done { result = $0 }.catch { _ in }.finally { finished.signal() }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(result, 3)
+        }
     }
 
     func testRecoverAndEnsure() {
-        var spinner = true
-        let finished = Handshake()
-        var name = ""
-        firstly { () -> Promise<User> in
-            throw APIError.notFound
-        }.recover { error -> Promise<User> in
-            guard case APIError.notFound = error else { throw error }
-            return .value(User(name: "guest", id: 0))
-        }.ensure {
-            spinner = false
-        }.done { user in
-            name = user.name
-            finished.signal()
-        }.cauterize()
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(name, "guest")
-        XCTAssertFalse(spinner)
+        MainActor.assumeIsolated {
+            var spinner = true
+            let finished = Handshake()
+            var name = ""
+            firstly { () -> Promise<User> in
+                throw APIError.notFound
+            }.recover { error -> Promise<User> in
+                guard case APIError.notFound = error else { throw error }
+                return .value(User(name: "guest", id: 0))
+            }.ensure {
+                spinner = false
+            }.done { user in
+                name = user.name
+                finished.signal()
+            }.cauterize()
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(name, "guest")
+            XCTAssertFalse(spinner)
+        }
     }
 
     func testWhenAndRace() {
-        let finished = Handshake()
-        var sum = 0
-        when(fulfilled: [Promise.value(1), Promise.value(2)]).then { values in
-            race(Promise.value(values.reduce(0, +)), after(seconds: 10).map { 0 })
-        }.done { total in
-            sum = total
-        }.catch { _ in
-        }.finally {
-            finished.signal()
+        MainActor.assumeIsolated {
+            let finished = Handshake()
+            var sum = 0
+            when(fulfilled: [Promise.value(1), Promise.value(2)]).then { values in
+                race(Promise.value(values.reduce(0, +)), after(seconds: 10).map { 0 })
+            }.done { total in
+                sum = total
+            }.catch { _ in
+            }.finally {
+                finished.signal()
+            }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(sum, 3)
         }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(sum, 3)
     }
 
     func testTupleWhen() {
-        let finished = Handshake()
-        var text = ""
-        when(fulfilled: login(), count()).done { user, count in
-            text = "\(user.name):\(count)"
-        }.catch { _ in }.finally { finished.signal() }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(text, "guest:3")
+        MainActor.assumeIsolated {
+            let finished = Handshake()
+            var text = ""
+            when(fulfilled: login(), count()).done { user, count in
+                text = "\(user.name):\(count)"
+            }.catch { _ in }.finally { finished.signal() }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(text, "guest:3")
+        }
     }
 
     // Real time: PromiseKit's spelling, on the default scheduler and the main queue.
     func testGuaranteeStyle() {
-        var fired = false
-        let finished = Handshake()
-        // Real clock: PromiseKit's spelling has no scheduler, so the timer is the wall clock's.
-        after(seconds: 0.01).done {
-            fired = true
-            finished.signal()
+        MainActor.assumeIsolated {
+            var fired = false
+            let finished = Handshake()
+            // Real clock: PromiseKit's spelling has no scheduler, so the timer is the wall clock's.
+            after(seconds: 0.01).done {
+                fired = true
+                finished.signal()
+            }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertTrue(fired)
         }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertTrue(fired)
     }
 
     func testBackgroundWorkWithDispatchQueuePromise() {
-        let finished = Handshake()
-        var value = 0
-        DispatchQueue.global().async(.promise) {
-            21 * 2
-        }.done {
-            value = $0
-            finished.signal()
+        MainActor.assumeIsolated {
+            let finished = Handshake()
+            var value = 0
+            DispatchQueue.global().async(.promise) {
+                21 * 2
+            }.done {
+                value = $0
+                finished.signal()
+            }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(value, 42)
         }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(value, 42)
     }
 
     func testVoidPromisesAndResolvers() {
-        let (promise, seal) = Promise<Void>.pending()
-        var ran = false
-        promise.done { ran = true }.cauterize()
-        seal.fulfill(())
-        let g = Guarantee { seal in seal(()) }
-        let finished = Handshake()
-        g.done { finished.signal() }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertTrue(ran)
+        MainActor.assumeIsolated {
+            let (promise, seal) = Promise<Void>.pending()
+            var ran = false
+            promise.done { ran = true }.cauterize()
+            seal.fulfill(())
+            let g = Guarantee { seal in seal(()) }
+            let finished = Handshake()
+            g.done { finished.signal() }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertTrue(ran)
+        }
     }
 
     func testCatchPolicyAndCancellation() {
-        var caught: [Bool] = []
-        let finished = Handshake()
-        Promise<Int>(error: PMKError.cancelled).catch(policy: .allErrors) { error in
-            caught.append(error.isCancelled)
-            finished.signal()
+        MainActor.assumeIsolated {
+            var caught: [Bool] = []
+            let finished = Handshake()
+            Promise<Int>(error: PMKError.cancelled).catch(policy: .allErrors) { error in
+                caught.append(error.isCancelled)
+                finished.signal()
+            }
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(caught, [true])
         }
-        XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertEqual(caught, [true])
     }
 
     func testConfigurationLikePromiseKit() {
-        let saved = conf
-        defer { conf = saved }
-        conf.Q = (map: nil, return: nil)
-        var n = 0
-        Promise.value(1).map { $0 + 1 }.done { n = $0 }.cauterize()
-        XCTAssertEqual(n, 2)
+        MainActor.assumeIsolated {
+            let saved = conf
+            defer { conf = saved }
+            conf.Q = (map: nil, return: nil)
+            var n = 0
+            let finished = Handshake()
+            Promise.value(1).map { $0 + 1 }.done { n = $0 }.cauterize().finally { finished.signal() }
+            // `conf.Q` does not route bodies given no `on:`: they still run on the main queue, queued.
+            XCTAssertEqual(n, 0)
+            XCTAssertTrue(finished.wait(seconds: 10))
+            XCTAssertEqual(n, 2)
+        }
     }
 
     func testAsyncAwaitLikePromiseKit() async throws {

@@ -58,50 +58,50 @@ final class PromisesAPlusTests: XCTestCase {
 
     func testLaterResolutionDoesNotRunHandlersAgain() {
         let (promise, resolver) = Promise<Int>.pending()
-        var calls: [Int] = []
+        let calls = Recorder<Int>()
         promise.done(on: nil) { calls.append($0) }.cauterize()
         resolver.fulfill(1)
         resolver.fulfill(2)
         resolver.reject(TestError())
-        XCTAssertEqual(calls, [1])
+        XCTAssertEqual(calls.all, [1])
     }
 
     // MARK: 2.2 The then method
 
     func testFulfilmentHandlerIsNotCalledBeforeFulfilment() {
         let (promise, resolver) = Promise<Int>.pending()
-        var called = false
-        promise.done(on: nil) { _ in called = true }.cauterize()
-        XCTAssertFalse(called)
+        let called = Flag()
+        promise.done(on: nil) { _ in called.raise() }.cauterize()
+        XCTAssertFalse(called.value)
         resolver.fulfill(1)
-        XCTAssertTrue(called)
+        XCTAssertTrue(called.value)
     }
 
     func testHandlerOnAQueueDoesNotRunInsideTheCallThatAttachesIt() {
         let queue = TaggedQueue("aplus.async")
-        var ran = false
+        let ran = Flag()
         let finished = Handshake()
         queue.queue.sync {
             let promise = Promise.value(1)
             _ = promise.done(on: queue.queue) { _ in
-                ran = true
+                ran.raise()
                 finished.signal()
             }
             // Still inside the block that attached the handler: it has not run yet.
-            XCTAssertFalse(ran)
+            XCTAssertFalse(ran.value)
         }
         finished.wait()
-        XCTAssertTrue(ran)
+        XCTAssertTrue(ran.value)
     }
 
     func testHandlersRunInRegistrationOrderWhenSynchronous() {
         let (promise, resolver) = Promise<Int>.pending()
-        var order: [Int] = []
+        let order = Recorder<Int>()
         for i in 0..<10 {
             _ = promise.done(on: nil) { _ in order.append(i) }
         }
         resolver.fulfill(0)
-        XCTAssertEqual(order, Array(0..<10))
+        XCTAssertEqual(order.all, Array(0..<10))
     }
 
     func testHandlersRunInRegistrationOrderOnASerialQueue() {
@@ -119,52 +119,52 @@ final class PromisesAPlusTests: XCTestCase {
 
     func testRejectionHandlersRunInRegistrationOrder() {
         let (promise, resolver) = Promise<Int>.pending()
-        var order: [Int] = []
+        let order = Recorder<Int>()
         for i in 0..<5 {
             promise.catch(on: nil) { _ in order.append(i) }
         }
         resolver.reject(TestError())
-        XCTAssertEqual(order, Array(0..<5))
+        XCTAssertEqual(order.all, Array(0..<5))
     }
 
     func testHandlersAddedAfterFulfilmentStillRun() {
         let promise = Promise.value(5)
-        var got: Int?
-        promise.done(on: nil) { got = $0 }.cauterize()
-        XCTAssertEqual(got, 5)
+        let got = SendableBox<Int?>(nil)
+        promise.done(on: nil) { got.value = $0 }.cauterize()
+        XCTAssertEqual(got.value, 5)
     }
 
     func testHandlersAddedAfterRejectionStillRun() {
         let promise = Promise<Int>(error: TestError(code: 9))
-        var got: Error?
-        promise.catch(on: nil) { got = $0 }
-        XCTAssertEqual(got as? TestError, TestError(code: 9))
+        let got = SendableBox<Error?>(nil)
+        promise.catch(on: nil) { got.value = $0 }
+        XCTAssertEqual(got.value as? TestError, TestError(code: 9))
     }
 
     func testHandlersAddedAfterFulfilmentRunOnTheMainQueueByDefault() {
         let promise = Promise.value(5)
-        var onMain = false
-        let done = promise.done { _ in onMain = isOnMainQueue }
+        let onMain = SendableBox(false)
+        let done = promise.done { _ in onMain.value = isOnMainQueue }
         XCTAssertNotNil(waitForValue(done))
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     func testMixedHandlersRunInRegistrationOrderAfterResolution() {
         let (promise, resolver) = Promise<Int>.pending()
-        var order: [String] = []
+        let order = Recorder<String>()
         _ = promise.map(on: nil) { _ in order.append("map") }
         _ = promise.get(on: nil) { _ in order.append("get") }
         _ = promise.tap(on: nil) { _ in order.append("tap") }
         _ = promise.ensure(on: nil) { order.append("ensure") }
         resolver.fulfill(1)
         _ = promise.done(on: nil) { _ in order.append("late") }
-        XCTAssertEqual(order, ["map", "get", "tap", "ensure", "late"])
+        XCTAssertEqual(order.all, ["map", "get", "tap", "ensure", "late"])
     }
 
     func testRejectionSkipsFulfilmentHandlersAndReachesCatch() {
         let (promise, resolver) = Promise<Int>.pending()
-        var ran: [String] = []
-        var caught: Error?
+        let ran = Recorder<String>()
+        let caught = SendableBox<Error?>(nil)
         promise
             .map(on: nil) { _ -> Int in
                 ran.append("map"); return 1
@@ -177,31 +177,31 @@ final class PromisesAPlusTests: XCTestCase {
             }
             .get(on: nil) { _ in ran.append("get") }
             .done(on: nil) { _ in ran.append("done") }
-            .catch(on: nil) { caught = $0 }
+            .catch(on: nil) { caught.value = $0 }
         resolver.reject(TestError(code: 4))
-        XCTAssertEqual(ran, [])
-        XCTAssertEqual(caught as? TestError, TestError(code: 4))
+        XCTAssertEqual(ran.all, [])
+        XCTAssertEqual(caught.value as? TestError, TestError(code: 4))
     }
 
     func testFulfilmentSkipsCatchAndRecover() {
-        var caught = false
-        var recovered = false
+        let caught = Flag()
+        let recovered = Flag()
         let result = Promise.value(1)
             .recover(on: nil) { _ -> Promise<Int> in
-                recovered = true; return .value(0)
+                recovered.raise(); return .value(0)
             }
-        result.catch(on: nil) { _ in caught = true }
+        result.catch(on: nil) { _ in caught.raise() }
         XCTAssertEqual(result.value, 1)
-        XCTAssertFalse(caught)
-        XCTAssertFalse(recovered)
+        XCTAssertFalse(caught.value)
+        XCTAssertFalse(recovered.value)
     }
 
     func testHandlerIsCalledWithTheValueExactlyOnce() {
         let (promise, resolver) = Promise<String>.pending()
-        var calls: [String] = []
+        let calls = Recorder<String>()
         promise.done(on: nil) { calls.append($0) }.cauterize()
         resolver.fulfill("a")
-        XCTAssertEqual(calls, ["a"])
+        XCTAssertEqual(calls.all, ["a"])
     }
 
     func testMapReturnsANewPromiseWithTheTransformedValue() {
@@ -237,12 +237,12 @@ final class PromisesAPlusTests: XCTestCase {
 
     func testThenReturningItselfRejectsWithReturnedSelf() {
         let (head, resolver) = Promise<Int>.pending()
-        var this: Promise<Int>?
-        this = head.then(on: nil) { _ in this! }
-        let p = this!
+        let this = SendableBox<Promise<Int>?>(nil)
+        this.value = head.then(on: nil) { _ in this.value! }
+        let p = this.value!
         resolver.fulfill(1)
         XCTAssertEqual(pmkCase(p.error), "returnedSelf")
-        this = nil
+        this.value = nil
     }
 
     func testThenReturningItselfOnAQueueRejectsWithReturnedSelf() {
@@ -257,12 +257,12 @@ final class PromisesAPlusTests: XCTestCase {
 
     func testRecoverReturningItselfRejectsWithReturnedSelf() {
         let (head, resolver) = Promise<Int>.pending()
-        var this: Promise<Int>?
-        this = head.recover(on: nil) { _ in this! }
-        let p = this!
+        let this = SendableBox<Promise<Int>?>(nil)
+        this.value = head.recover(on: nil) { _ in this.value! }
+        let p = this.value!
         resolver.reject(TestError())
         XCTAssertEqual(pmkCase(p.error), "returnedSelf")
-        this = nil
+        this.value = nil
     }
 
     func testThenFollowsAReturnedPendingPromiseUntilItFulfils() {

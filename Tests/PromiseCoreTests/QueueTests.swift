@@ -4,12 +4,13 @@ import XCTest
 
 @testable import PromiseCore
 
-/// Where handlers run: `on:`, the defaults from `conf.Q`, `on: nil`; `conf` itself.
+/// Where handlers run: `on:`, the main queue for bodies given no `on:` (whatever `conf.Q` says), `on: nil`;
+/// `conf` itself.
 final class QueueTests: XCTestCase {
     func testEveryOperatorHonoursOn() {
         let q = TaggedQueue("queue.on")
         let seen = Recorder<(String, Bool)>()
-        func mark(_ name: String) { seen.append((name, q.isCurrent)) }
+        @Sendable func mark(_ name: String) { seen.append((name, q.isCurrent)) }
         let chain = Promise.value([3, 1, 2])
             .then(on: q.queue) { v -> Promise<[Int]> in
                 mark("then"); return .value(v)
@@ -61,46 +62,50 @@ final class QueueTests: XCTestCase {
     }
 
     func testMapWithoutOnRunsOnTheMainQueue() {
-        var onMain = false
+        let onMain = SendableBox(false)
         let p = DispatchQueue.global().async(.promise) { 1 }.map { v -> Int in
-            onMain = isOnMainQueue; return v
+            onMain.value = isOnMainQueue; return v
         }
         XCTAssertEqual(waitForValue(p), 1)
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
-    func testConfiguredMapQueueIsUsedByMapThenAndTap() {
+    // `conf.Q` does not route bodies given no `on:`: they are main-actor bodies, run on the main
+    // queue whatever `conf.Q` says. `conf.Q.map` is still the default queue of `sortedValues()`
+    // (see testConfigurationChangeAffectsOnlyLaterHandlers).
+
+    func testConfiguredMapQueueDoesNotRouteMapThenAndTapGivenNoOn() {
         let q = TaggedQueue("queue.conf.map")
-        let seen = Recorder<Bool>()
+        let seen = Recorder<String>()
         withConfiguration({ $0.Q.map = q.queue }) {
             let p = Promise.value(1)
                 .map { v -> Int in
-                    seen.append(q.isCurrent); return v
+                    seen.append(isOnMainQueue && !q.isCurrent ? "main" : "off-main"); return v
                 }
                 .then { v -> Promise<Int> in
-                    seen.append(q.isCurrent); return .value(v)
+                    seen.append(isOnMainQueue && !q.isCurrent ? "main" : "off-main"); return .value(v)
                 }
-                .tap { _ in seen.append(q.isCurrent) }
+                .tap { _ in seen.append(isOnMainQueue && !q.isCurrent ? "main" : "off-main") }
             XCTAssertEqual(waitForValue(p), 1)
         }
-        XCTAssertEqual(seen.all, [true, true, true])
+        XCTAssertEqual(seen.all, ["main", "main", "main"])
     }
 
-    func testConfiguredReturnQueueIsUsedByDoneCatchEnsureAndFinally() {
+    func testConfiguredReturnQueueDoesNotRouteDoneCatchEnsureAndFinallyGivenNoOn() {
         let q = TaggedQueue("queue.conf.return")
         let seen = Recorder<String>()
         let finished = Handshake()
         withConfiguration({ $0.Q.return = q.queue }) {
             Promise.value(1)
-                .get { _ in seen.append(q.isCurrent ? "get" : "get-off") }
-                .ensure { seen.append(q.isCurrent ? "ensure" : "ensure-off") }
+                .get { _ in seen.append(isOnMainQueue && !q.isCurrent ? "get" : "get-off") }
+                .ensure { seen.append(isOnMainQueue && !q.isCurrent ? "ensure" : "ensure-off") }
                 .done { _ in
-                    seen.append(q.isCurrent ? "done" : "done-off")
+                    seen.append(isOnMainQueue && !q.isCurrent ? "done" : "done-off")
                     throw TestError()
                 }
-                .catch { _ in seen.append(q.isCurrent ? "catch" : "catch-off") }
+                .catch { _ in seen.append(isOnMainQueue && !q.isCurrent ? "catch" : "catch-off") }
                 .finally {
-                    seen.append(q.isCurrent ? "finally" : "finally-off")
+                    seen.append(isOnMainQueue && !q.isCurrent ? "finally" : "finally-off")
                     finished.signal()
                 }
         }
@@ -111,56 +116,68 @@ final class QueueTests: XCTestCase {
     func testOnNilRunsSynchronouslyOnTheResolvingThread() {
         let q = TaggedQueue("queue.resolver")
         let (p, r) = Promise<Int>.pending()
-        var ranOnResolvingQueue = false
-        var ranBeforeFulfillReturned = false
-        var fulfillReturned = false
+        let ranOnResolvingQueue = SendableBox(false)
+        let ranBeforeFulfillReturned = SendableBox(false)
+        let fulfillReturned = Flag()
         _ = p.map(on: nil) { v -> Int in
-            ranOnResolvingQueue = q.isCurrent
-            ranBeforeFulfillReturned = !fulfillReturned
+            ranOnResolvingQueue.value = q.isCurrent
+            ranBeforeFulfillReturned.value = !fulfillReturned.value
             return v
         }
         q.queue.sync {
             r.fulfill(1)
-            fulfillReturned = true
+            fulfillReturned.raise()
         }
-        XCTAssertTrue(ranOnResolvingQueue)
-        XCTAssertTrue(ranBeforeFulfillReturned)
+        XCTAssertTrue(ranOnResolvingQueue.value)
+        XCTAssertTrue(ranBeforeFulfillReturned.value)
     }
 
     func testOnNilOnASettledPromiseRunsInsideTheCallThatAttachesIt() {
-        var ran = false
-        _ = Promise.value(1).done(on: nil) { _ in ran = true }
-        XCTAssertTrue(ran)
+        let ran = Flag()
+        _ = Promise.value(1).done(on: nil) { _ in ran.raise() }
+        XCTAssertTrue(ran.value)
     }
 
-    func testConfiguredNilQueuesRunHandlersSynchronously() {
-        var order: [String] = []
+    func testConfiguredNilQueuesStillRunHandlersGivenNoOnOnTheMainQueueAsynchronously() {
+        let order = Recorder<String>()
+        let finished = Handshake()
         withConfiguration({ $0.Q = (map: nil, return: nil) }) {
             Promise.value(1)
                 .map { v -> Int in
-                    order.append("map"); return v
+                    order.append(isOnMainQueue ? "map" : "map-off"); return v
                 }
-                .done { _ in order.append("done") }
+                .done { _ in order.append(isOnMainQueue ? "done" : "done-off") }
                 .catch { _ in }
-                .finally { order.append("finally") }
+                .finally {
+                    order.append(isOnMainQueue ? "finally" : "finally-off")
+                    finished.signal()
+                }
+            // Queued on the main queue, not run synchronously as `conf.Q` nil once made them.
+            XCTAssertEqual(order.all, [])
         }
-        XCTAssertEqual(order, ["map", "done", "finally"])
+        XCTAssertTrue(finished.wait(seconds: 10))
+        XCTAssertEqual(order.all, ["map", "done", "finally"])
     }
 
     func testConfigurationChangeAffectsOnlyLaterHandlers() {
         let first = TaggedQueue("queue.first")
         let second = TaggedQueue("queue.second")
-        let (p, r) = Promise<Int>.pending()
+        let (p, r) = Promise<[Int]>.pending()
         let seen = Recorder<String>()
         var early: Promise<Void>?
         var late: Promise<Void>?
-        withConfiguration({ $0.Q.return = first.queue }) {
-            early = p.done { _ in seen.append(first.isCurrent ? "early-first" : "early-wrong") }
+        // `sortedValues()` reads its default queue, `conf.Q.map`, when it is called.
+        withConfiguration({ $0.Q.map = first.queue }) {
+            early = p.sortedValues().done(on: nil) { _ in
+                seen.append(first.isCurrent ? "early-first" : "early-wrong")
+            }
         }
-        withConfiguration({ $0.Q.return = second.queue }) {
-            late = p.done { _ in seen.append(second.isCurrent ? "late-second" : "late-wrong") }
+        withConfiguration({ $0.Q.map = second.queue }) {
+            late = p.sortedValues().done(on: nil) { _ in
+                seen.append(second.isCurrent ? "late-second" : "late-wrong")
+            }
         }
-        r.fulfill(1)
+        r.fulfill([1])
         XCTAssertNotNil(waitForValue(early!))
         XCTAssertNotNil(waitForValue(late!))
         XCTAssertEqual(Set(seen.all), ["early-first", "late-second"])

@@ -89,7 +89,7 @@ final class SequenceOperatorTests: XCTestCase {
 
     func testSequenceHelpersRunOnTheGivenQueue() {
         let queue = TaggedQueue("sequence")
-        var onQueue: [Bool] = []
+        let onQueue = Recorder<Bool>()
         let p = Promise.value([1, 2])
             .mapValues(on: queue.queue) { v -> Int in
                 onQueue.append(queue.isCurrent); return v
@@ -98,7 +98,7 @@ final class SequenceOperatorTests: XCTestCase {
                 onQueue.append(queue.isCurrent); return true
             }
         XCTAssertEqual(waitForValue(p), [1, 2])
-        XCTAssertEqual(onQueue, [true, true, true, true])
+        XCTAssertEqual(onQueue.all, [true, true, true, true])
     }
 
     func testSequenceHelpersPassRejectionsThrough() {

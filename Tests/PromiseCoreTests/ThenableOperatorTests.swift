@@ -7,23 +7,23 @@ import XCTest
 /// `then`, `map`, `compactMap`, `done`, `get`, `tap`, `asVoid` and the state accessors.
 final class ThenableOperatorTests: XCTestCase {
     func testThenPassesTheValueAndFollowsTheResult() {
-        var received: Int?
+        let received = SendableBox<Int?>(nil)
         let p = Promise.value(3).then(on: nil) { v -> Promise<String> in
-            received = v
+            received.value = v
             return .value("v\(v)")
         }
-        XCTAssertEqual(received, 3)
+        XCTAssertEqual(received.value, 3)
         XCTAssertEqual(p.value, "v3")
     }
 
     func testThenOnTheDefaultQueueRunsOnMain() {
-        var onMain = false
+        let onMain = SendableBox(false)
         let p = Promise.value(1).then { v -> Promise<Int> in
-            onMain = isOnMainQueue
+            onMain.value = isOnMainQueue
             return .value(v)
         }
         XCTAssertEqual(waitForValue(p), 1)
-        XCTAssertTrue(onMain)
+        XCTAssertTrue(onMain.value)
     }
 
     func testMapTransformsTheValue() {
@@ -52,18 +52,18 @@ final class ThenableOperatorTests: XCTestCase {
     }
 
     func testCompactMapPassesARejectionThrough() {
-        var ran = false
+        let ran = Flag()
         let p = Promise<Int>(error: TestError(code: 6)).compactMap(on: nil) { v -> Int? in
-            ran = true; return v
+            ran.raise(); return v
         }
-        XCTAssertFalse(ran)
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(p.error as? TestError, TestError(code: 6))
     }
 
     func testDoneRunsTheBodyAndFulfilsWithVoid() {
-        var seen: Int?
-        let p = Promise.value(9).done(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 9)
+        let seen = SendableBox<Int?>(nil)
+        let p = Promise.value(9).done(on: nil) { seen.value = $0 }
+        XCTAssertEqual(seen.value, 9)
         XCTAssertTrue(p.isFulfilled)
     }
 
@@ -72,9 +72,9 @@ final class ThenableOperatorTests: XCTestCase {
     }
 
     func testGetPassesTheValueOnUnchanged() {
-        var seen: Int?
-        let p = Promise.value(9).get(on: nil) { seen = $0 }
-        XCTAssertEqual(seen, 9)
+        let seen = SendableBox<Int?>(nil)
+        let p = Promise.value(9).get(on: nil) { seen.value = $0 }
+        XCTAssertEqual(seen.value, 9)
         XCTAssertEqual(p.value, 9)
     }
 
@@ -84,23 +84,23 @@ final class ThenableOperatorTests: XCTestCase {
     }
 
     func testGetIsSkippedOnRejection() {
-        var ran = false
-        let p = Promise<Int>(error: TestError(code: 2)).get(on: nil) { _ in ran = true }
-        XCTAssertFalse(ran)
+        let ran = Flag()
+        let p = Promise<Int>(error: TestError(code: 2)).get(on: nil) { _ in ran.raise() }
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(p.error as? TestError, TestError(code: 2))
     }
 
     func testTapSeesAFulfilmentAndPassesItOn() {
-        var seen: Result<Int>?
-        let p = Promise.value(1).tap(on: nil) { seen = $0 }
-        XCTAssertEqual(try seen?.get(), 1)
+        let seen = SendableBox<Result<Int>?>(nil)
+        let p = Promise.value(1).tap(on: nil) { seen.value = $0 }
+        XCTAssertEqual(try seen.value?.get(), 1)
         XCTAssertEqual(p.value, 1)
     }
 
     func testTapSeesARejectionAndPassesItOn() {
-        var seen: Result<Int>?
-        let p = Promise<Int>(error: TestError(code: 3)).tap(on: nil) { seen = $0 }
-        if case .rejected(let error)? = seen {
+        let seen = SendableBox<Result<Int>?>(nil)
+        let p = Promise<Int>(error: TestError(code: 3)).tap(on: nil) { seen.value = $0 }
+        if case .rejected(let error)? = seen.value {
             XCTAssertEqual(error as? TestError, TestError(code: 3))
         } else {
             XCTFail("tap did not see the rejection")
@@ -109,11 +109,11 @@ final class ThenableOperatorTests: XCTestCase {
     }
 
     func testTapSeesACancellation() {
-        var seen: Error?
+        let seen = SendableBox<Error?>(nil)
         _ = Promise<Int>(error: PMKError.cancelled).tap(on: nil) {
-            if case .rejected(let e) = $0 { seen = e }
+            if case .rejected(let e) = $0 { seen.value = e }
         }
-        XCTAssertEqual(pmkCase(seen), "cancelled")
+        XCTAssertEqual(pmkCase(seen.value), "cancelled")
     }
 
     func testAsVoidFulfilsWithVoidWhenTheSourceFulfils() {
@@ -160,12 +160,12 @@ final class ThenableOperatorTests: XCTestCase {
 
     func testPipeDeliversTheResultOnceSettled() {
         let (p, r) = Promise<Int>.pending()
-        var got: [Int] = []
+        let got = Recorder<Int>()
         p.pipe { if case .fulfilled(let v) = $0 { got.append(v) } }
-        XCTAssertEqual(got, [])
+        XCTAssertEqual(got.all, [])
         r.fulfill(5)
         p.pipe { if case .fulfilled(let v) = $0 { got.append(v * 10) } }
-        XCTAssertEqual(got, [5, 50])
+        XCTAssertEqual(got.all, [5, 50])
     }
 
     func testAsPromiseOfAPromiseIsItself() {
@@ -175,13 +175,13 @@ final class ThenableOperatorTests: XCTestCase {
 
     func testFlagsAreAccepted() {
         let queue = TaggedQueue("flags")
-        var onQueue = false
+        let onQueue = SendableBox(false)
         let p = Promise.value(1).map(on: queue.queue, flags: .barrier) { v -> Int in
-            onQueue = queue.isCurrent
+            onQueue.value = queue.isCurrent
             return v + 1
         }
         XCTAssertEqual(waitForValue(p), 2)
-        XCTAssertTrue(onQueue)
+        XCTAssertTrue(onQueue.value)
     }
 
     /// `flags` reach the queue: a `.barrier` body on a concurrent queue waits for the block

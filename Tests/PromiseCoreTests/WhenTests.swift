@@ -164,20 +164,20 @@ final class WhenTests: XCTestCase {
     }
 
     func testWhenConcurrentlyStopsGeneratingAfterARejection() {
-        var generated = 0
+        let generated = Counter()
         let resolvers = Locked<[Resolver<Int>]>([])
         let iterator = AnyIterator<Promise<Int>> {
-            generated += 1
+            generated.increment()
             let (promise, resolver) = Promise<Int>.pending()
             resolvers.withLock { $0.append(resolver) }
             return promise
         }
         let all = when(fulfilled: iterator, concurrently: 2)
-        XCTAssertEqual(generated, 2)
+        XCTAssertEqual(generated.value, 2)
         resolvers.withLock { $0[0] }.reject(TestError(code: 1))
         XCTAssertEqual(all.error as? TestError, TestError(code: 1))
         resolvers.withLock { $0[1] }.fulfill(2)
-        XCTAssertEqual(generated, 2)
+        XCTAssertEqual(generated.value, 2)
         resolvers.withLock { $0 = [] }
     }
 
@@ -319,11 +319,11 @@ final class WhenTests: XCTestCase {
     func testWhenSettlesOnTheThreadSettlingTheLastInput() {
         let queue = TaggedQueue("when.last")
         let (a, ra) = Promise<Int>.pending()
-        var onQueue = false
+        let onQueue = SendableBox(false)
         let all: Promise<[Int]> = when(fulfilled: [a, Promise.value(2)])
-        _ = all.done(on: nil) { _ in onQueue = queue.isCurrent }
+        _ = all.done(on: nil) { _ in onQueue.value = queue.isCurrent }
         queue.queue.sync { ra.fulfill(1) }
-        XCTAssertTrue(onQueue)
+        XCTAssertTrue(onQueue.value)
     }
 
     // MARK: Input positions (the aggregate finds an input's position from the input itself)
@@ -440,7 +440,7 @@ private final class FreshMirror: Thenable {
 
     init(_ source: Promise<Int>) { self.source = source }
 
-    func pipe(to body: @escaping (Result<Int>) -> Void) { source.pipe(to: body) }
+    func pipe(to body: @escaping @Sendable (Result<Int>) -> Void) { source.pipe(to: body) }
 
     var result: Result<Int>? { source.result }
 }

@@ -16,8 +16,10 @@ final class NotificationCenterPromiseTests: XCTestCase {
         let senderBox = UncheckedBox(sender)
         Thread.detachNewThread { [center, ping] in
             let sender = senderBox.value
-            let thread = Thread.current
-            guarantee.done(on: nil) { _ in resolvedOnPostingThread.value = Thread.current == thread }
+            let thread = ObjectIdentifier(Thread.current)
+            guarantee.done(on: nil) { _ in
+                resolvedOnPostingThread.value = ObjectIdentifier(Thread.current) == thread
+            }
             center.post(name: ping, object: sender, userInfo: ["n": 1])
             center.post(name: ping, object: sender, userInfo: ["n": 2])
             posted.signal()

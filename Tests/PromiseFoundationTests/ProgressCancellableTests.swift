@@ -91,10 +91,10 @@ final class ProgressCancellableTests: XCTestCase {
     func testAnAlreadyCancelledProgressCancelsTheChainAtOnce() {
         let progress = Progress(totalUnitCount: 1)
         progress.cancel()
-        var stopped = 0
-        let task = CancellablePromise<Int> { _ in { stopped += 1 } }
+        let stopped = Counter()
+        let task = CancellablePromise<Int> { _ in { stopped.increment() } }
         task.bind(to: progress)
-        XCTAssertEqual(stopped, 1, "cancelled synchronously, on this thread")
+        XCTAssertEqual(stopped.value, 1, "cancelled synchronously, on this thread")
         XCTAssertEqual(task.error as? CancellablePromiseError, .cancelled)
     }
 
