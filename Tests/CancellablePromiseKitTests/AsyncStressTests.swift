@@ -130,7 +130,7 @@ final class AsyncStressTests: XCTestCase {
                             item.append(work)
                             DispatchQueue.global().async(execute: work)
                             return {
-                                work.cancel()
+                                for work in item.all { work.cancel() }
                                 resolver.reject(CancellablePromiseError.cancelled)
                             }
                         }.cancellize().async()

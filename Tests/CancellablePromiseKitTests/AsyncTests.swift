@@ -162,17 +162,17 @@ final class AsyncTests: XCTestCase {
 
     func testWithCancellationTokenCompletesNotCancelledWhenBodyReturns() async throws {
         var kept: CancellationToken?
-        var completion: Bool?
+        let completion = SendableBox<Bool?>(nil)
         let value = try await withCancellationToken { token -> Int in
             kept = token
-            token.onComplete { completion = $0 }
+            token.onComplete { completion.value = $0 }
             try token.checkCancellation()
             return 4
         }
         XCTAssertEqual(value, 4)
         XCTAssertEqual(kept?.isCompleted, true)
         XCTAssertEqual(kept?.isCancelled, false)
-        XCTAssertEqual(completion, false)
+        XCTAssertEqual(completion.value, false)
         XCTAssertEqual(kept?.pendingHandlerCount, 0)
     }
 

@@ -50,14 +50,15 @@ final class CancelLinkScalingTests: XCTestCase {
         // Recursive pagination: page i's `then` body returns page i + 1's chain, whose `then`
         // and `map` are pending in turn; the last page waits. The cancel follows the nest,
         // `chains` links deep.
-        var resolvers: [Resolver<Int>] = []
-        var pages: [CancellablePromise<Int>] = []
-        var lastPage: CancellablePromise<Int>?
-        func page(_ index: Int) -> CancellablePromise<Int> {
+        let chains = self.chains
+        let resolvers = Recorder<Resolver<Int>>()
+        let pages = Recorder<CancellablePromise<Int>>()
+        let lastPage = SendableBox<CancellablePromise<Int>?>(nil)
+        @Sendable func page(_ index: Int) -> CancellablePromise<Int> {
             let (promise, resolver) = CancellablePromise<Int>.pending()
             resolvers.append(resolver)
             guard index < chains else {
-                lastPage = promise
+                lastPage.value = promise
                 return promise
             }
             let rest = promise.then(on: nil) { _ in page(index + 1) }.map(on: nil) { $0 + 1 }
@@ -67,16 +68,17 @@ final class CancelLinkScalingTests: XCTestCase {
         let outer = page(0)
         var index = 0
         while index < chains {
-            resolvers[index].fulfill(index)  // runs page index's body, which makes the next page
+            resolvers.all[index].fulfill(index)  // runs page index's body, which makes the next page
             index += 1
         }
-        XCTAssertEqual(resolvers.count, chains + 1, "every page made, the last one waiting")
+        XCTAssertEqual(resolvers.all.count, chains + 1, "every page made, the last one waiting")
         let before = growths
         outer.cancel()
         let grown = growths - before
         XCTAssertLessThanOrEqual(grown, growthLimit(2 * chains), "the list grows geometrically")
-        XCTAssertTrue(pages.allSatisfy { $0.error as? CancellablePromiseError == .cancelled }, "every page cancelled")
-        XCTAssertEqual(lastPage?.error as? CancellablePromiseError, .cancelled, "the nest's innermost page too")
+        XCTAssertTrue(
+            pages.all.allSatisfy { $0.error as? CancellablePromiseError == .cancelled }, "every page cancelled")
+        XCTAssertEqual(lastPage.value?.error as? CancellablePromiseError, .cancelled, "the nest's innermost page too")
     }
 }
 #endif

@@ -34,12 +34,13 @@ enum ChainSpelling: CaseIterable, CustomStringConvertible {
     }
 }
 
-/// The screen of the guide's first example.
-final class IntroScreen {
+/// The screen of the guide's first example (its state behind locks, as the stand-ins').
+final class IntroScreen: Sendable {
     let application = Application()
     let imageView = ImageView()
     let label = Label()
-    var alerts: [Error] = []
+    private let shownAlerts = Recorder<Error>()
+    var alerts: [Error] { shownAlerts.all }
     let session: FakeURLSession
     let locationManager: FakeLocationManager
 
@@ -48,7 +49,7 @@ final class IntroScreen {
         locationManager = FakeLocationManager(backend: backend)
     }
 
-    func show(_ alert: Alert, sender: Any?) { alerts.append(alert.error) }
+    func show(_ alert: Alert, sender: Any?) { shownAlerts.append(alert.error) }
 
     /// "Cancelling Promises", as written (plus `autoCancel` when asked).
     func start(url: URL, autoCancel: Bool, _ spelling: ChainSpelling) -> CancellableFinalizer {
@@ -84,34 +85,45 @@ final class IntroScreen {
 }
 
 /// The screen of the "Cancel Chains", "partially cancellable chain" and "Troubleshooting"
-/// examples.
-final class AvatarScreen {
+/// examples (its state behind locks).
+final class AvatarScreen: Sendable {
     let backend: FakeBackend
-    var imageView: Image?
-    var cancelledSeen = 0
-    var caught: [Error] = []
+    private let shownImage = SendableBox<Image?>(nil)
+    private let cancellations = Counter()
+    private let errors = Recorder<Error>()
+    private let loginAttached = SendableBox(true)
+
+    var imageView: Image? {
+        get { shownImage.value }
+        set { shownImage.value = newValue }
+    }
+    var cancelledSeen: Int { cancellations.value }
+    var caught: [Error] { errors.all }
 
     init(backend: FakeBackend) { self.backend = backend }
 
     /// `false`: `login()` is a plain promise with no task attached (nothing can cancel it).
-    var loginIsCancellable = true
+    var loginIsCancellable: Bool {
+        get { loginAttached.value }
+        set { loginAttached.value = newValue }
+    }
 
     func login() -> Promise<Creds> { backend.start("login", attached: loginIsCancellable) }
     func fetch(avatar user: String) -> Promise<Image> { backend.start("avatar \(user)") }
 
     func record(_ error: Error) {
-        caught.append(error)
+        errors.append(error)
         if error.isCancelled {
             // the chain has been cancelled!
-            cancelledSeen += 1
+            cancellations.increment()
         }
     }
 }
 
 /// What the networking examples' `done` and `catch` received.
-final class FooReceiver {
-    var foos: [Foo] = []
-    var errors: [Error] = []
+final class FooReceiver: Sendable {
+    let foos = Recorder<Foo>()
+    let errors = Recorder<Error>()
 }
 
 extension CancellablePromise where T == Image {
@@ -512,8 +524,8 @@ final class CancellableChainExampleTests: XCTestCase {
             context.cancel()
             XCTAssertTrue(backend.task("http://example.com", Foo.self).isCancelled)
             drainMainQueue()
-            XCTAssertTrue(receiver.foos.isEmpty)
-            XCTAssertTrue(receiver.errors.isEmpty)  // the default policy skips cancellation
+            XCTAssertTrue(receiver.foos.all.isEmpty)
+            XCTAssertTrue(receiver.errors.all.isEmpty)  // the default policy skips cancellation
         }
     }
 
@@ -551,9 +563,9 @@ final class CancellableChainExampleTests: XCTestCase {
             let context = urlSessionExample(FakeURLSession(backend: backend), receiver, spelling)
             let task = backend.task("data \(Self.fooURL.absoluteString)", (data: Data, response: String).self)
             task.succeed((Data(#"{"id": 7}"#.utf8), "200"))
-            XCTAssertTrue(eventually(seconds: 10) { !receiver.foos.isEmpty || !receiver.errors.isEmpty })
-            XCTAssertEqual(receiver.foos, [Foo(id: 7)])
-            XCTAssertTrue(receiver.errors.isEmpty)
+            XCTAssertTrue(eventually(seconds: 10) { !receiver.foos.all.isEmpty || !receiver.errors.all.isEmpty })
+            XCTAssertEqual(receiver.foos.all, [Foo(id: 7)])
+            XCTAssertTrue(receiver.errors.all.isEmpty)
             context.cancel()  // settled: nothing left to cancel
             XCTAssertEqual(task.cancelCount.value, 0)
         }
@@ -566,8 +578,8 @@ final class CancellableChainExampleTests: XCTestCase {
             let task = backend.task("data \(Self.fooURL.absoluteString)", (data: Data, response: String).self)
             XCTAssertEqual(task.cancelCount.value, 1)
             drainMainQueue()
-            XCTAssertTrue(receiver.foos.isEmpty)
-            XCTAssertTrue(receiver.errors.isEmpty)
+            XCTAssertTrue(receiver.foos.all.isEmpty)
+            XCTAssertTrue(receiver.errors.all.isEmpty)
         }
     }
 }

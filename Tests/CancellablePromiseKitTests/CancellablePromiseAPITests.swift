@@ -79,7 +79,7 @@ final class CancellablePromiseAPITests: XCTestCase {
 
     func testThenMapCancelCancelsTheMappedPromises() {
         let (head, resolver) = CancellablePromise<[Int]>.pending()
-        var tasks: [FakeTask<Int>] = []
+        let tasks = Recorder<FakeTask<Int>>()
         let mapped = head.thenMap(on: nil) { _ -> CancellablePromise<Int> in
             let task = FakeTask<Int>()
             tasks.append(task)
@@ -87,8 +87,8 @@ final class CancellablePromiseAPITests: XCTestCase {
         }
         resolver.fulfill([1, 2])
         mapped.cancel()
-        XCTAssertEqual(tasks.count, 2)
-        XCTAssertTrue(tasks.allSatisfy { $0.isCancelled })
+        XCTAssertEqual(tasks.all.count, 2)
+        XCTAssertTrue(tasks.all.allSatisfy { $0.isCancelled })
         XCTAssertEqual(mapped.error as? CancellablePromiseError, .cancelled)
     }
 

@@ -24,16 +24,16 @@ final class StubTask: @unchecked Sendable {
 final class CancellableWrapperExampleTests: XCTestCase {
     // MARK: Making cancellable Promises
 
-    var printed: [String] = []
+    let printed = Recorder<String>()
 
     func startTask(_ task: StubTask) -> CancellablePromise<String> {
         return CancellablePromise<String> { resolver in
             task.completion = { (value, error) in
                 resolver.resolve(value, error)
             }
-            let cancel = {
+            let cancel: @Sendable () -> Void = { [printed] in
                 task.cancel()
-                self.printed.append("Task was cancelled")
+                printed.append("Task was cancelled")
             }
             return cancel
         }
@@ -47,7 +47,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
         XCTAssertEqual(runningTask.value, "done")
         runningTask.cancel()
         XCTAssertEqual(task.cancelCount, 0)  // settled: the cancel function is not called
-        XCTAssertTrue(printed.isEmpty)
+        XCTAssertTrue(printed.all.isEmpty)
     }
 
     func testMakingCancellablePromiseRejectsFromTheTaskCompletion() {
@@ -64,7 +64,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
         let runningTask = startTask(task)
         runningTask.cancel()
         XCTAssertEqual(task.cancelCount, 1)
-        XCTAssertEqual(printed, ["Task was cancelled"])
+        XCTAssertEqual(printed.all, ["Task was cancelled"])
         XCTAssertEqual(runningTask.error as? CancellablePromiseError, .cancelled)
         // The task finishing later does not change the outcome.
         task.finish("late", nil)
@@ -87,12 +87,12 @@ final class CancellableWrapperExampleTests: XCTestCase {
     func testCatchWithDefaultPolicyIsNotCalledForCancellation() {
         let task = StubTask()
         let runningTask = startTask(task)
-        var called = false
+        let called = Flag()
         let finished = Handshake()
-        runningTask.catch { _ in called = true }.finally { finished.signal() }
+        runningTask.catch { _ in called.raise() }.finally { finished.signal() }
         runningTask.cancel()
         XCTAssertTrue(finished.wait(seconds: 10))
-        XCTAssertFalse(called)
+        XCTAssertFalse(called.value)
     }
 
     // MARK: race and when with autoCancel
@@ -164,26 +164,26 @@ final class CancellableWrapperExampleTests: XCTestCase {
     /// body that would return `cancellablePromise2` never runs, so `cancellablePromise2` never
     /// joins the chain (no code can know about it before the body returns it).
     func testThenChainCancelWhileFirstPendingCancelsFirstAndNeverRunsBody() {
-        var cancelled: [Int] = []
-        var bodyRan = false
+        let cancelled = Recorder<Int>()
+        let bodyRan = Flag()
         let cancellablePromise1 = CancellablePromise<Int> { _ in { cancelled.append(1) } }
         let cancellablePromise2 = CancellablePromise<Int> { _ in { cancelled.append(2) } }
         let cancellableChain = cancellablePromise1.then { _ -> CancellablePromise<Int> in
-            bodyRan = true
+            bodyRan.raise()
             return cancellablePromise2
         }
         cancellableChain.cancel()
-        XCTAssertEqual(cancelled, [1])
+        XCTAssertEqual(cancelled.all, [1])
         XCTAssertTrue(cancellablePromise1.isRejected)
         XCTAssertTrue(cancellableChain.isRejected)
         drainMainQueue()
-        XCTAssertFalse(bodyRan)
+        XCTAssertFalse(bodyRan.value)
     }
 
     /// Both included promises pending (the first has fulfilled and its body returned the
     /// second): cancelling the chain cancels the second too.
     func testThenChainCancelCancelsIncludedPendingPromises() {
-        var cancelled: [Int] = []
+        let cancelled = Recorder<Int>()
         let (cancellablePromise1, r1) = CancellablePromise<Int>.pending()
         let cancellablePromise2 = CancellablePromise<Int> { _ in { cancelled.append(2) } }
         let cancellableChain = cancellablePromise1.then(on: nil) { _ in
@@ -191,7 +191,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
         }
         r1.fulfill(1)
         cancellableChain.cancel()
-        XCTAssertEqual(cancelled, [2])
+        XCTAssertEqual(cancelled.all, [2])
         XCTAssertTrue(cancellablePromise2.isCancelled)
         XCTAssertEqual(cancellablePromise2.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(cancellableChain.error as? CancellablePromiseError, .cancelled)
@@ -237,7 +237,7 @@ final class CancellableWrapperExampleTests: XCTestCase {
 
     func testInitUsingPromiseAndCancelFunction() {
         let (existingPromise, existingResolver) = Promise<String>.pending()
-        let cancelFunction = { existingResolver.reject(FakeTaskCancelled()) }
+        let cancelFunction: @Sendable () -> Void = { existingResolver.reject(FakeTaskCancelled()) }
 
         let cancellablePromise = CancellablePromise<String>(using: existingPromise, cancel: cancelFunction)
         cancellablePromise.cancel()

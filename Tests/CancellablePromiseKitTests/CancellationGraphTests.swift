@@ -74,38 +74,38 @@ final class CancellationGraphTests: XCTestCase {
     func testWrapperWhoseBodyNeverSettlesIsFreedWithItsCancelPromiseFulfilled() {
         weak var weakWrapper: CancellablePromise<Int>?
         weak var weakCancelPromise: Promise<Void>?
-        var observed: Result<Void>?
+        let observed = SendableBox<Result<Void>?>(nil)
         do {
             let wrapper = CancellablePromise<Int> { cancelPromise -> Promise<Int> in
                 weakCancelPromise = cancelPromise
-                cancelPromise.pipe { observed = $0 }
+                cancelPromise.pipe { observed.value = $0 }
                 return when(Promise<Int>.pending().promise, while: cancelPromise)
             }
             weakWrapper = wrapper
         }
         XCTAssertNil(weakWrapper)
         XCTAssertNil(weakCancelPromise)
-        guard case .fulfilled? = observed else {
+        guard case .fulfilled? = observed.value else {
             return XCTFail(
-                "cancelPromise must be fulfilled when the last cancel handle goes away: \(String(describing: observed))"
+                "cancelPromise must be fulfilled when the last cancel handle goes away: \(String(describing: observed.value))"
             )
         }
     }
 
     func testWrapperCancelPromiseStaysPendingWhileTheTailCanCancel() {
-        var observed: Result<Void>?
+        let observed = SendableBox<Result<Void>?>(nil)
         let (inner, innerResolver) = Promise<Int>.pending()
         var tail: CancellablePromise<Int>?
         do {
             let wrapper = CancellablePromise<Int> { cancelPromise -> Promise<Int> in
-                cancelPromise.pipe { observed = $0 }
+                cancelPromise.pipe { observed.value = $0 }
                 return inner
             }
             tail = wrapper.map(on: nil) { $0 }
         }
-        XCTAssertNil(observed, "the tail can still cancel the wrapper")
+        XCTAssertNil(observed.value, "the tail can still cancel the wrapper")
         tail?.cancel()
-        guard case .rejected(let error)? = observed else { return XCTFail("cancelled: cancelPromise rejects") }
+        guard case .rejected(let error)? = observed.value else { return XCTFail("cancelled: cancelPromise rejects") }
         XCTAssertTrue(error.isCancelled)
         innerResolver.fulfill(1)
     }

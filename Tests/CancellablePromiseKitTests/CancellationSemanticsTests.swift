@@ -15,9 +15,8 @@ final class CancellationSemanticsTests: XCTestCase {
     func testNoStepBodyRunsAfterCancelOnAnyQueue() {
         for queue in [nil, DispatchQueue.global(), DispatchQueue.main] as [DispatchQueue?] {
             let (head, resolver) = CancellablePromise<Int>.pending()
-            var ran: [String] = []
-            let lock = NSLock()
-            func note(_ s: String) { lock.withLock { ran.append(s) } }
+            let ran = Recorder<String>()
+            @Sendable func note(_ s: String) { ran.append(s) }
             let tail = head.then(on: queue) { v -> CancellablePromise<Int> in
                 note("then"); return .value(v)
             }
@@ -38,7 +37,7 @@ final class CancellationSemanticsTests: XCTestCase {
             resolver.fulfill(1)
             XCTAssertTrue(ensured.wait(seconds: 10))
             drainMainQueue()
-            XCTAssertEqual(lock.withLock { ran }, [], "queue \(String(describing: queue))")
+            XCTAssertEqual(ran.all, [], "queue \(String(describing: queue))")
             XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
         }
     }
@@ -46,35 +45,36 @@ final class CancellationSemanticsTests: XCTestCase {
     func testStepAddedToAnAlreadyCancelledChainDoesNotRun() {
         let settled = CancellablePromise.value(1)
         settled.cancel()
-        var ran = false
+        let ran = Flag()
         let step = settled.map(on: nil) { v -> Int in
-            ran = true
+            ran.raise()
             return v
         }
-        XCTAssertFalse(ran)
+        XCTAssertFalse(ran.value)
         XCTAssertEqual(step.error as? CancellablePromiseError, .cancelled)
-        var recovered = false
+        let recovered = Flag()
         let (pending, _) = CancellablePromise<Int>.pending()
         pending.cancel()
         let recover = pending.recover(on: nil, policy: .allErrors) { _ -> Promise<Int> in
-            recovered = true
+            recovered.raise()
             return .value(0)
         }
-        XCTAssertFalse(recovered)
+        XCTAssertFalse(recovered.value)
         XCTAssertTrue(recover.isRejected)
     }
 
     func testRunningBodyCompletesButItsResultIsDiscarded() {
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var bodyFinished = false
-        var tail: CancellablePromise<Int>!
-        tail = head.map(on: nil) { v -> Int in
-            tail.cancel()  // cancelled while the body runs (as from another thread)
-            bodyFinished = true
+        let bodyFinished = Flag()
+        let tailBox = SendableBox<CancellablePromise<Int>?>(nil)
+        let tail = head.map(on: nil) { v -> Int in
+            tailBox.value!.cancel()  // cancelled while the body runs (as from another thread)
+            bodyFinished.raise()
             return v + 1
         }
+        tailBox.value = tail
         resolver.fulfill(1)
-        XCTAssertTrue(bodyFinished)
+        XCTAssertTrue(bodyFinished.value)
         XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
     }
 
@@ -130,19 +130,26 @@ final class CancellationSemanticsTests: XCTestCase {
 
     // MARK: Every branch of a chain is cancelled (updateWeather)
 
-    final class WeatherScreen {
+    /// Its state behind locks: the chain's bodies run on the main queue, the test reads it.
+    final class WeatherScreen: Sendable {
         let backend: FakeBackend
         let refreshButton = RefreshButton()
-        var shown: [WeatherInfo] = []
-        var alerts: [Error] = []
-        var updateUIStarted: (() -> Void)?
+        private let shownForecasts = Recorder<WeatherInfo>()
+        private let shownAlerts = Recorder<Error>()
+        private let onUpdateUI = SendableBox<(@Sendable () -> Void)?>(nil)
+        var shown: [WeatherInfo] { shownForecasts.all }
+        var alerts: [Error] { shownAlerts.all }
+        var updateUIStarted: (@Sendable () -> Void)? {
+            get { onUpdateUI.value }
+            set { onUpdateUI.value = newValue }
+        }
         init(backend: FakeBackend) { self.backend = backend }
 
         func updateUI(forecast: WeatherInfo) {
             updateUIStarted?()
-            shown.append(forecast)
+            shownForecasts.append(forecast)
         }
-        func showAlert(error: Error) { alerts.append(error) }
+        func showAlert(error: Error) { shownAlerts.append(error) }
         func format(_ response: WeatherResponse) -> WeatherInfo { WeatherInfo(text: "\(response.temperature)°") }
 
         func getForecast(forCity name: String) -> CancellablePromise<WeatherInfo> {
@@ -203,9 +210,10 @@ final class CancellationSemanticsTests: XCTestCase {
     func testBranchesCancelDuringUpdateUILetsItCompleteAndDiscardsTheResult() {
         let backend = FakeBackend()
         let screen = WeatherScreen(backend: backend)
-        var context: CancelContext!
-        screen.updateUIStarted = { context.cancel() }
-        context = screen.updateWeather(forCity: "Nice")
+        let contextBox = SendableBox<CancelContext?>(nil)
+        screen.updateUIStarted = { contextBox.value!.cancel() }
+        let context = screen.updateWeather(forCity: "Nice")
+        contextBox.value = context
         backend.task("https://autocomplete.weather.com/Nice", AutoCompleteCity.self).succeed(
             AutoCompleteCity(name: "nice"))
         XCTAssertTrue(eventually(seconds: 10) { backend.wasStarted("https://forecast.weather.com/nice") })
@@ -241,14 +249,15 @@ final class CancellationSemanticsTests: XCTestCase {
     // MARK: Inside cancel(): the promises reject first, then the cancel closures run
 
     func testCancelClosureRunsAfterThePromisesAreRejected() {
-        var stateSeenByCancel: Bool?
-        var promise: CancellablePromise<Int>!
-        promise = CancellablePromise<Int> { _ in
-            { stateSeenByCancel = promise.isRejected }
+        let stateSeenByCancel = SendableBox<Bool?>(nil)
+        let promiseBox = SendableBox<CancellablePromise<Int>?>(nil)
+        let promise = CancellablePromise<Int> { _ in
+            { stateSeenByCancel.value = promiseBox.value?.isRejected }
         }
+        promiseBox.value = promise
         let tail = promise.map(on: nil) { $0 }
         tail.cancel()
-        XCTAssertEqual(stateSeenByCancel, true)
+        XCTAssertEqual(stateSeenByCancel.value, true)
     }
 
     // MARK: isCancelled is true once cancel was requested; a cancel closure runs at most once
@@ -274,12 +283,12 @@ final class CancellationSemanticsTests: XCTestCase {
     }
 
     func testCancelTwiceCallsTheCancelClosureOnceAndKeepsTheFirstError() {
-        var calls = 0
-        let promise = CancellablePromise<Int> { _ in { calls += 1 } }
+        let calls = Counter()
+        let promise = CancellablePromise<Int> { _ in { calls.increment() } }
         promise.cancel(with: CustomCancel())
         promise.cancel()
         promise.cancelContext.cancel()
-        XCTAssertEqual(calls, 1)
+        XCTAssertEqual(calls.value, 1)
         XCTAssertEqual(promise.error as? CustomCancel, CustomCancel())
         XCTAssertEqual(promise.cancelledError as? CustomCancel, CustomCancel())
     }
@@ -287,32 +296,32 @@ final class CancellationSemanticsTests: XCTestCase {
     func testCancelWithCustomErrorRejectsTheWholeChainWithIt() {
         let (head, _) = CancellablePromise<Int>.pending()
         let tail = head.map(on: nil) { $0 }
-        var caught: Error?
-        var defaultCaught: Error?
-        tail.catch(on: nil) { defaultCaught = $0 }
-        tail.catch(on: nil, policy: .allErrors) { caught = $0 }
+        let caught = SendableBox<Error?>(nil)
+        let defaultCaught = SendableBox<Error?>(nil)
+        tail.catch(on: nil) { defaultCaught.value = $0 }
+        tail.catch(on: nil, policy: .allErrors) { caught.value = $0 }
         head.cancel(with: CustomCancel())
         XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
-        XCTAssertEqual(caught as? CustomCancel, CustomCancel())
-        XCTAssertEqual(defaultCaught as? CustomCancel, CustomCancel())  // not a cancellation error
+        XCTAssertEqual(caught.value as? CustomCancel, CustomCancel())
+        XCTAssertEqual(defaultCaught.value as? CustomCancel, CustomCancel())  // not a cancellation error
     }
 
     // MARK: Observers run with the cancellation, steps (recover included) do not
 
     func testRecoverNeverRunsForTheChainsOwnCancellation() {
         let (head, _) = CancellablePromise<Int>.pending()
-        var recovered = 0
+        let recovered = Counter()
         let recoveredAll = head.recover(on: nil, policy: .allErrors) { _ -> Promise<Int> in
-            recovered += 1
+            recovered.increment()
             return .value(0)
         }
         let recoveredGuarantee = head.recover(on: nil) { _ -> Guarantee<Int> in
-            recovered += 1
+            recovered.increment()
             return .value(0)
         }
-        let void = head.asVoid().recover(on: nil) { _ in recovered += 1 }
+        let void = head.asVoid().recover(on: nil) { _ in recovered.increment() }
         head.cancel()
-        XCTAssertEqual(recovered, 0)
+        XCTAssertEqual(recovered.value, 0)
         XCTAssertEqual(recoveredAll.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(recoveredGuarantee.error as? CancellablePromiseError, .cancelled)
         XCTAssertTrue(void.isRejected)
@@ -342,7 +351,7 @@ final class CancellationSemanticsTests: XCTestCase {
 
     func testObserversRunWithTheCancellation() {
         let (head, _) = CancellablePromise<Int>.pending()
-        var seen: [String] = []
+        let seen = Recorder<String>()
         head.tap(on: nil) { if case .rejected(let e) = $0, e.isCancelled { seen.append("tap") } }.cauterize()
         head.ensure(on: nil) { seen.append("ensure") }.cauterize()
         head.ensureThen(on: nil) {
@@ -356,7 +365,7 @@ final class CancellationSemanticsTests: XCTestCase {
             .finally(on: nil) { seen.append("finally") }
         head.catch(on: nil) { _ in seen.append("default catch") }
         head.cancel()
-        XCTAssertEqual(seen, ["tap", "ensure", "ensureThen", "ensureThen cp", "catch", "finally"])
+        XCTAssertEqual(seen.all, ["tap", "ensure", "ensureThen", "ensureThen cp", "catch", "finally"])
     }
 
     // MARK: asPromise and init(using:cancel:) settle as the cancellable promise
@@ -386,22 +395,22 @@ final class CancellationSemanticsTests: XCTestCase {
         let finalizer = head.catch(on: nil, policy: .allErrors) { _ in }
         XCTAssertTrue(finalizer.cancelContext === head.cancelContext)
         XCTAssertFalse(finalizer.isCancelled)
-        var finallyRan = false
-        let context = finalizer.finally(on: nil) { finallyRan = true }
+        let finallyRan = Flag()
+        let context = finalizer.finally(on: nil) { finallyRan.raise() }
         XCTAssertTrue(context === head.cancelContext)
         finalizer.cancel()
         XCTAssertTrue(finalizer.isCancelled)
         XCTAssertTrue(finalizer.cancelAttempted)
-        XCTAssertTrue(finallyRan)
+        XCTAssertTrue(finallyRan.value)
         XCTAssertTrue(head.isRejected)
     }
 
     func testFinalizerCancelWithError() {
         let (head, _) = CancellablePromise<Int>.pending()
-        var caught: Error?
-        let finalizer = head.catch(on: nil, policy: .allErrors) { caught = $0 }
+        let caught = SendableBox<Error?>(nil)
+        let finalizer = head.catch(on: nil, policy: .allErrors) { caught.value = $0 }
         finalizer.cancel(with: CustomCancel())
-        XCTAssertEqual(caught as? CustomCancel, CustomCancel())
+        XCTAssertEqual(caught.value as? CustomCancel, CustomCancel())
     }
 
     // MARK: Re-entrant cancel (no deadlock)
@@ -409,33 +418,37 @@ final class CancellationSemanticsTests: XCTestCase {
     func testCancelFromInsideHandlersDoesNotDeadlock() {
         runWithoutDeadlock {
             let (head, resolver) = CancellablePromise<Int>.pending()
-            var chain: CancellablePromise<Void>!
+            let chainBox = SendableBox<CancellablePromise<Void>?>(nil)
             let mid = head.then(on: nil) { v -> CancellablePromise<Int> in
-                chain.cancel()
+                chainBox.value!.cancel()
                 return .value(v)
             }
-            chain = mid.done(on: nil) { _ in XCTFail("done after cancel") }
+            let chain = mid.done(on: nil) { _ in XCTFail("done after cancel") }
+            chainBox.value = chain
             resolver.fulfill(1)
             XCTAssertEqual(chain.error as? CancellablePromiseError, .cancelled)
         }
         runWithoutDeadlock {
             let (head, resolver) = CancellablePromise<Int>.pending()
-            var tail: CancellablePromise<Int>!
-            tail = head.done(on: nil) { _ in tail.cancel() }.map(on: nil) { 1 }
+            let tailBox = SendableBox<CancellablePromise<Int>?>(nil)
+            let tail = head.done(on: nil) { _ in tailBox.value!.cancel() }.map(on: nil) { 1 }
+            tailBox.value = tail
             resolver.fulfill(1)
             XCTAssertTrue(tail.isRejected)
         }
         runWithoutDeadlock {
             let (head, resolver) = CancellablePromise<Int>.pending()
-            var tail: CancellablePromise<Int>!
-            tail = head.ensure(on: nil) { tail.cancel() }.map(on: nil) { $0 }
+            let tailBox = SendableBox<CancellablePromise<Int>?>(nil)
+            let tail = head.ensure(on: nil) { tailBox.value!.cancel() }.map(on: nil) { $0 }
+            tailBox.value = tail
             resolver.fulfill(1)
             XCTAssertTrue(tail.isRejected)
         }
         runWithoutDeadlock {
             let (head, resolver) = CancellablePromise<Int>.pending()
-            var finalizer: CancellableFinalizer!
-            finalizer = head.catch(on: nil, policy: .allErrors) { _ in finalizer.cancel() }
+            let finalizerBox = SendableBox<CancellableFinalizer?>(nil)
+            let finalizer = head.catch(on: nil, policy: .allErrors) { _ in finalizerBox.value!.cancel() }
+            finalizerBox.value = finalizer
             resolver.reject(CustomCancel())
             XCTAssertTrue(finalizer.isCancelled)
         }
@@ -449,26 +462,29 @@ final class CancellationSemanticsTests: XCTestCase {
 
     func testCancelFromInsideACancelClosureDoesNotDeadlock() {
         runWithoutDeadlock {
-            var calls = 0
-            var promise: CancellablePromise<Int>!
-            promise = CancellablePromise<Int> { _ in
+            let calls = Counter()
+            let promiseBox = SendableBox<CancellablePromise<Int>?>(nil)
+            let promise = CancellablePromise<Int> { _ in
                 {
-                    calls += 1
-                    promise.cancel()
-                    promise.cancelContext.cancel(with: CustomCancel())
+                    calls.increment()
+                    promiseBox.value!.cancel()
+                    promiseBox.value!.cancelContext.cancel(with: CustomCancel())
                 }
             }
+            promiseBox.value = promise
             let other = promise.map(on: nil) { $0 }
             promise.cancel()
-            XCTAssertEqual(calls, 1)
+            XCTAssertEqual(calls.value, 1)
             XCTAssertEqual(other.error as? CancellablePromiseError, .cancelled)
         }
         runWithoutDeadlock {
             // A cancel closure cancelling another chain that cancels back.
-            var a: CancellablePromise<Int>!
-            var b: CancellablePromise<Int>!
-            a = CancellablePromise<Int> { _ in { b.cancel() } }
-            b = CancellablePromise<Int> { _ in { a.cancel() } }
+            let aBox = SendableBox<CancellablePromise<Int>?>(nil)
+            let bBox = SendableBox<CancellablePromise<Int>?>(nil)
+            let a = CancellablePromise<Int> { _ in { bBox.value!.cancel() } }
+            let b = CancellablePromise<Int> { _ in { aBox.value!.cancel() } }
+            aBox.value = a
+            bBox.value = b
             a.cancel()
             XCTAssertTrue(a.isRejected && b.isRejected)
         }
@@ -487,8 +503,9 @@ final class CancellationSemanticsTests: XCTestCase {
 
     func testThenReturningItsOwnPromiseRejects() {
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var tail: CancellablePromise<Int>!
-        tail = head.then(on: nil) { _ in tail! }
+        let tailBox = SendableBox<CancellablePromise<Int>?>(nil)
+        let tail = head.then(on: nil) { _ in tailBox.value! }
+        tailBox.value = tail
         resolver.fulfill(1)
         guard case .returnedSelf? = tail.error as? PMKError else {
             return XCTFail("\(String(describing: tail.error))")
@@ -497,28 +514,28 @@ final class CancellationSemanticsTests: XCTestCase {
 
     func testThrowingHandlerRejectsTheChainAndLaterCancelIsANoOp() {
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var later = false
-        let tail = head.map(on: nil) { _ -> Int in throw CustomCancel() }.done(on: nil) { _ in later = true }
+        let later = Flag()
+        let tail = head.map(on: nil) { _ -> Int in throw CustomCancel() }.done(on: nil) { _ in later.raise() }
         resolver.fulfill(1)
         XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
-        XCTAssertFalse(later)
+        XCTAssertFalse(later.value)
         tail.cancel()
         XCTAssertEqual(tail.error as? CustomCancel, CustomCancel())
     }
 
     func testHundredThousandMemberContextCancelsWithoutRecursion() {
         let context = CancelContext()
-        var calls = 0
+        let calls = Counter()
         var members: [CancellablePromise<Int>] = []
         members.reserveCapacity(100_000)
         for _ in 0..<100_000 {
             members.append(Promise<Int>.pending().promise.cancellize(cancelContext: context))
         }
-        let counted = CancellablePromise<Int> { _ in { calls += 1 } }
+        let counted = CancellablePromise<Int> { _ in { calls.increment() } }
         context.join(counted)
         context.cancel()
         XCTAssertTrue(members.allSatisfy { $0.isRejected })
-        XCTAssertEqual(calls, 1)
+        XCTAssertEqual(calls.value, 1)
     }
 
     func testHundredThousandLinkChainCancelledAtTheHeadRejectsTheTail() {

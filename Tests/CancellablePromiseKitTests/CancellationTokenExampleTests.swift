@@ -219,37 +219,37 @@ final class CancellationTokenExampleTests: XCTestCase {
     func testTokenStartsUndeterminedAndCompletesWithTrue() {
         let cr = CancellationRequest()
         XCTAssertFalse(cr.token.isCompleted)
-        var value: Bool?
-        cr.token.onComplete { value = $0 }
+        let value = SendableBox<Bool?>(nil)
+        cr.token.onComplete { value.value = $0 }
         cr.cancel()
-        XCTAssertEqual(value, true)
+        XCTAssertEqual(value.value, true)
     }
 
     func testRequestDeallocationCompletesWithFalseAndReleasesHandlers() {
         let released = Counter()
         var cr: CancellationRequest? = CancellationRequest()
         let token = cr!.token
-        var onCompleteValue: Bool?
-        var onCancelRan = false
+        let onCompleteValue = SendableBox<Bool?>(nil)
+        let onCancelRan = Flag()
         do {
             let probe = DeinitProbe { released.increment() }
             token.onCancel {
                 probe.touch()
-                onCancelRan = true
+                onCancelRan.raise()
             }
             token.onComplete { value in
                 probe.touch()
-                onCompleteValue = value
+                onCompleteValue.value = value
             }
         }
         cr = nil
-        XCTAssertEqual(onCompleteValue, false)  // "can never be cancelled any more"
-        XCTAssertFalse(onCancelRan)  // skipped
+        XCTAssertEqual(onCompleteValue.value, false)  // "can never be cancelled any more"
+        XCTAssertFalse(onCancelRan.value)  // skipped
         XCTAssertEqual(released.value, 1)  // every handler was released
         // Once completed a token never changes; handlers registered later run or are skipped.
-        var late: Bool?
-        token.onComplete { late = $0 }
-        XCTAssertEqual(late, false)
+        let late = SendableBox<Bool?>(nil)
+        token.onComplete { late.value = $0 }
+        XCTAssertEqual(late.value, false)
     }
 
     // MARK: Combinators
@@ -312,9 +312,9 @@ final class CancellationTokenExampleTests: XCTestCase {
     }
 
     func testNoneTokenNeverCancels() {
-        var value: Bool?
-        CancellationToken.none.onComplete { value = $0 }
-        XCTAssertEqual(value, false)
+        let value = SendableBox<Bool?>(nil)
+        CancellationToken.none.onComplete { value.value = $0 }
+        XCTAssertEqual(value.value, false)
         XCTAssertTrue(CancellationToken.none.isCompleted)
         XCTAssertFalse(CancellationToken.none.isCancelled)
     }

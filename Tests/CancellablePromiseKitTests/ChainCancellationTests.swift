@@ -16,33 +16,33 @@ final class ChainCancellationTests: XCTestCase {
 
     func testCancellingTailCancelsHeadAndNoLaterBodyRuns() {
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var mapped = false
-        var ensured = false
-        var caught: Error?
+        let mapped = Flag()
+        let ensured = Flag()
+        let caught = SendableBox<Error?>(nil)
         let tail = head.map(on: nil) { _ -> Int in
-            mapped = true
+            mapped.raise()
             return 1
-        }.ensure(on: nil) { ensured = true }
-        tail.catch(on: nil, policy: .allErrors) { caught = $0 }
+        }.ensure(on: nil) { ensured.raise() }
+        tail.catch(on: nil, policy: .allErrors) { caught.value = $0 }
         tail.cancel()
         XCTAssertTrue(head.isRejected)
         XCTAssertTrue(tail.isRejected)
         resolver.fulfill(1)
-        XCTAssertFalse(mapped)
-        XCTAssertTrue(ensured)
-        XCTAssertTrue(caught?.isCancelled ?? false)
+        XCTAssertFalse(mapped.value)
+        XCTAssertTrue(ensured.value)
+        XCTAssertTrue(caught.value?.isCancelled ?? false)
     }
 
     func testThenJoinsReturnedCancellableChain() {
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var innerCancelled = false
+        let innerCancelled = Flag()
         let tail = head.then(on: nil) { _ in
-            CancellablePromise<Int> { _ in { innerCancelled = true } }
+            CancellablePromise<Int> { _ in { innerCancelled.raise() } }
         }
         resolver.fulfill(1)
         XCTAssertTrue(tail.isPending)
         head.cancel()
-        XCTAssertTrue(innerCancelled)
+        XCTAssertTrue(innerCancelled.value)
         XCTAssertTrue(tail.isRejected)
     }
 
@@ -69,7 +69,7 @@ final class ChainCancellationTests: XCTestCase {
     }
 
     func testSettledChainReleasesCancelClosure() {
-        final class Token {}
+        final class Token: Sendable {}
         weak var weakToken: Token?
         var resolverRef: Resolver<Int>?
         let cp: CancellablePromise<Int>
@@ -91,15 +91,14 @@ final class ChainCancellationTests: XCTestCase {
         for _ in 0..<2_000 {
             let (cp, resolver) = CancellablePromise<Int>.pending()
             let tail = cp.map(on: nil) { $0 + 1 }
-            var settledCount = 0
-            let lock = NSLock()
+            let settledCount = Counter()
             tail.tap(on: nil) { _ in
-                lock.lock(); settledCount += 1; lock.unlock()
+                settledCount.increment()
             }.cauterize()
             DispatchQueue.concurrentPerform(iterations: 9) { i in
                 if i == 0 { resolver.fulfill(1) } else { tail.cancel() }
             }
-            XCTAssertEqual(settledCount, 1)
+            XCTAssertEqual(settledCount.value, 1)
             XCTAssertFalse(tail.isPending)
         }
     }

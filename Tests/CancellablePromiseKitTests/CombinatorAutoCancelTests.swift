@@ -71,15 +71,15 @@ final class CombinatorAutoCancelTests: XCTestCase {
     /// cancelled at its other position, and a loser given twice is cancelled once.
     func testRaceAutoCancelWithInputsGivenTwiceCancelsOnlyTheLosers() {
         let a = CancellablePromise<Int>.pending(), b = CancellablePromise<Int>.pending()
-        var cancels = 0
-        let c = CancellablePromise<Int>(resolver: { _ in { cancels += 1 } })
+        let cancels = Counter()
+        let c = CancellablePromise<Int>(resolver: { _ in { cancels.increment() } })
         let result = race([a.promise, c, b.promise, a.promise, c], autoCancel: true)
         a.resolver.fulfill(1)
         XCTAssertEqual(result.value, 1)
         XCTAssertFalse(a.promise.isCancelled)
         XCTAssertTrue(b.promise.isCancelled)
         XCTAssertTrue(c.isCancelled)
-        XCTAssertEqual(cancels, 1)
+        XCTAssertEqual(cancels.value, 1)
     }
 
     /// The two-input form gives `when` a `Void` promise made from each input: the input whose
@@ -322,7 +322,7 @@ final class CombinatorAutoCancelTests: XCTestCase {
     // MARK: when(fulfilled:concurrently:)
 
     func testWhenFulfilledConcurrentlyLimitsPendingAndFulfils() {
-        var started: [FakeTask<Int>] = []
+        let started = Recorder<FakeTask<Int>>()
         var iterator = (0..<4).makeIterator()
         let generator = AnyIterator<CancellablePromise<Int>> {
             guard iterator.next() != nil else { return nil }
@@ -331,17 +331,17 @@ final class CombinatorAutoCancelTests: XCTestCase {
             return task.promise.cancellize()
         }
         let result = when(fulfilled: generator, concurrently: 2)
-        XCTAssertEqual(started.count, 2)
-        started[0].succeed(0)
-        XCTAssertEqual(started.count, 3)
-        started[1].succeed(1)
-        started[2].succeed(2)
-        started[3].succeed(3)
+        XCTAssertEqual(started.all.count, 2)
+        started.all[0].succeed(0)
+        XCTAssertEqual(started.all.count, 3)
+        started.all[1].succeed(1)
+        started.all[2].succeed(2)
+        started.all[3].succeed(3)
         XCTAssertEqual(result.value, [0, 1, 2, 3])
     }
 
     func testWhenFulfilledConcurrentlyCancelCancelsGeneratedInputsAndStopsGenerating() {
-        var started: [FakeTask<Int>] = []
+        let started = Recorder<FakeTask<Int>>()
         var count = 0
         let generator = AnyIterator<CancellablePromise<Int>> {
             count += 1
@@ -353,23 +353,23 @@ final class CombinatorAutoCancelTests: XCTestCase {
         let result = when(fulfilled: generator, concurrently: 2)
         result.cancel()
         XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
-        XCTAssertEqual(started.count, 2)
-        XCTAssertTrue(started.allSatisfy { $0.isCancelled })
-        XCTAssertEqual(started.count, 2)  // nothing more generated
+        XCTAssertEqual(started.all.count, 2)
+        XCTAssertTrue(started.all.allSatisfy { $0.isCancelled })
+        XCTAssertEqual(started.all.count, 2)  // nothing more generated
     }
 
     func testWhenFulfilledConcurrentlyRejectionStopsGenerating() {
-        var started: [FakeTask<Int>] = []
+        let started = Recorder<FakeTask<Int>>()
         let generator = AnyIterator<CancellablePromise<Int>> {
-            guard started.count < 5 else { return nil }
+            guard started.all.count < 5 else { return nil }
             let task = FakeTask<Int>()
             started.append(task)
             return task.promise.cancellize()
         }
         let result = when(fulfilled: generator, concurrently: 2)
-        started[0].fail(FakeTaskCancelled())
+        started.all[0].fail(FakeTaskCancelled())
         XCTAssertEqual(result.error as? FakeTaskCancelled, FakeTaskCancelled())
-        XCTAssertEqual(started.count, 2)
+        XCTAssertEqual(started.all.count, 2)
     }
 
     // MARK: Bad input

@@ -25,11 +25,11 @@ final class CurrentTokenLifetimeTests: XCTestCase {
         let freed = Counter()
         let handlerRuns = Counter()
         let completedNotCancelled = Counter()
-        var tokens: [WeakRef] = []
+        let tokens = Recorder<WeakRef>()
         let count = 100_000
 
         /// A body's part: reads its token, registers a handler that captures a new object.
-        func watchCurrentToken(_ index: Int) {
+        @Sendable func watchCurrentToken(_ index: Int) {
             let token = CancellationToken.current
             let probe = DeinitProbe { freed.increment() }
             captured.increment()
@@ -83,8 +83,8 @@ final class CurrentTokenLifetimeTests: XCTestCase {
         XCTAssertEqual(captured.value, count + count / 3)
         XCTAssertEqual(completedNotCancelled.value, captured.value, "every token completed \"not cancelled\"")
         XCTAssertEqual(freed.value, captured.value, "what the handlers captured is freed")
-        XCTAssertGreaterThanOrEqual(tokens.count, count / 1_000)
-        XCTAssertTrue(tokens.allSatisfy { $0.object == nil }, "no token is kept")
+        XCTAssertGreaterThanOrEqual(tokens.all.count, count / 1_000)
+        XCTAssertTrue(tokens.all.allSatisfy { $0.object == nil }, "no token is kept")
         XCTAssertEqual(shared.storage.memberCount, 1, "only the long-lived member is listed")
         XCTAssertLessThanOrEqual(shared.storage.absorbedCount, 256, "joined chains that are done are dropped")
         XCTAssertEqual(shared.storage.root.chain.bodyTokens?.count ?? 0, 0, "the context keeps no token")

@@ -24,12 +24,12 @@ final class CurrentTokenTests: XCTestCase {
 
     /// A plain promise's bodies see `none`, synchronously or on a queue.
     func testAPlainPromiseBodySeesNone() {
-        var synchronous: CancellationToken?
+        let synchronous = SendableBox<CancellationToken?>(nil)
         _ = Promise.value(1).map(on: nil) { value -> Int in
-            synchronous = CancellationToken.current
+            synchronous.value = CancellationToken.current
             return value
         }
-        XCTAssertTrue(synchronous === CancellationToken.none)
+        XCTAssertTrue(synchronous.value === CancellationToken.none)
         let onQueue = Promise.value(1).map(on: .global()) { _ in CancellationToken.current }
         XCTAssertTrue(waitForValue(onQueue) === CancellationToken.none)
     }
@@ -39,7 +39,7 @@ final class CurrentTokenTests: XCTestCase {
     func testAMapBodysTokenIsCancelledWithTheChainBeforeCancelReturns() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let chainBox = SendableBox<CancellablePromise<Int>?>(nil)
-        var events: [String] = []
+        let events = Recorder<String>()
         let chain = root.map(on: nil) { value -> Int in
             let token = CancellationToken.current
             XCTAssertFalse(token.isCompleted, "pending while the body runs")
@@ -54,7 +54,7 @@ final class CurrentTokenTests: XCTestCase {
         }
         chainBox.value = chain
         resolver.fulfill(1)
-        XCTAssertEqual(events, ["onCancel", "cancel returned"])
+        XCTAssertEqual(events.all, ["onCancel", "cancel returned"])
         XCTAssertTrue(waitForError(chain)?.isCancelled == true, "the body's result is discarded")
     }
 
@@ -62,22 +62,22 @@ final class CurrentTokenTests: XCTestCase {
     /// handlers; a later cancel of the chain does not reach it.
     func testATokenCompletesNotCancelledOnceItsStepSettled() {
         let (root, resolver) = CancellablePromise<Int>.pending()
-        var token: CancellationToken?
+        let token = SendableBox<CancellationToken?>(nil)
         let cancelled = Flag()
         let chain = root.map(on: nil) { value -> Int in
-            token = CancellationToken.current
-            token!.onCancel { cancelled.raise() }
+            token.value = CancellationToken.current
+            token.value!.onCancel { cancelled.raise() }
             return value + 1
         }
         let next = chain.then(on: nil) { _ in CancellablePromise<Int>.pending().promise }
         resolver.fulfill(1)
         XCTAssertEqual(waitForValue(chain), 2)
-        XCTAssertEqual(token?.isCompleted, true)
-        XCTAssertEqual(token?.isCancelled, false)
-        XCTAssertEqual(token?.pendingHandlerCount, 0, "its handlers are released")
+        XCTAssertEqual(token.value?.isCompleted, true)
+        XCTAssertEqual(token.value?.isCancelled, false)
+        XCTAssertEqual(token.value?.pendingHandlerCount, 0, "its handlers are released")
         next.cancel()
         XCTAssertFalse(cancelled.value)
-        XCTAssertEqual(token?.isCancelled, false)
+        XCTAssertEqual(token.value?.isCancelled, false)
     }
 
     /// A `then` step's token stays pending while the step waits on the promise its body
@@ -85,15 +85,15 @@ final class CurrentTokenTests: XCTestCase {
     func testAThenBodysTokenCoversTheWaitOnWhatItReturned() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let (inner, innerResolver) = Promise<Int>.pending()
-        var token: CancellationToken?
+        let token = SendableBox<CancellationToken?>(nil)
         let chain = root.then(on: nil) { _ -> Promise<Int> in
-            token = CancellationToken.current
+            token.value = CancellationToken.current
             return inner
         }
         resolver.fulfill(1)
-        XCTAssertEqual(token?.isCompleted, false, "the step waits on its returned promise")
+        XCTAssertEqual(token.value?.isCompleted, false, "the step waits on its returned promise")
         chain.cancel()
-        XCTAssertEqual(token?.isCancelled, true)
+        XCTAssertEqual(token.value?.isCancelled, true)
         innerResolver.fulfill(2)
     }
 
@@ -101,7 +101,7 @@ final class CurrentTokenTests: XCTestCase {
     func testHandingTheTokenToATokenTakingAPICancelsItsWork() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let workCancelled = Flag()
-        func work(cancellationToken: CancellationToken) -> Promise<Int> {
+        @Sendable func work(cancellationToken: CancellationToken) -> Promise<Int> {
             let (promise, workResolver) = Promise<Int>.pending()
             cancellationToken.onCancel {
                 workCancelled.raise()
@@ -149,18 +149,18 @@ final class CurrentTokenTests: XCTestCase {
     /// a token already cancelled.
     func testObserverBodiesSeeTheirTokenCancelledAfterACancel() {
         let (root, resolver) = CancellablePromise<Int>.pending()
-        var seen: [Bool] = []
+        let seen = Recorder<Bool>()
         let chain = root.tap(on: nil) { _ in seen.append(CancellationToken.current.isCancelled) }
             .ensure(on: nil) { seen.append(CancellationToken.current.isCancelled) }
         resolver.fulfill(1)
-        XCTAssertEqual(seen, [false, false])
+        XCTAssertEqual(seen.all, [false, false])
         XCTAssertNotNil(waitForValue(chain))
 
         let (cancelledRoot, cancelledResolver) = CancellablePromise<Int>.pending()
-        var afterCancel: [Bool] = []
+        let afterCancel = Recorder<Bool>()
         let cancelledChain = cancelledRoot.ensure(on: nil) { afterCancel.append(CancellationToken.current.isCancelled) }
         cancelledChain.cancel()
-        XCTAssertEqual(afterCancel, [true])
+        XCTAssertEqual(afterCancel.all, [true])
         cancelledResolver.fulfill(1)
     }
 
@@ -169,14 +169,14 @@ final class CurrentTokenTests: XCTestCase {
     /// `tap` do, not `none`.
     func testCatchAndFinallyBodiesSeeTheirTokenCancelledAfterACancel() {
         let (root, _) = CancellablePromise<Int>.pending()
-        var seen: [String] = []
-        func record(_ token: CancellationToken) {
+        let seen = Recorder<String>()
+        @Sendable func record(_ token: CancellationToken) {
             seen.append(token === CancellationToken.none ? "none" : token.isCancelled ? "cancelled" : "not cancelled")
         }
         root.catch(on: nil, policy: .allErrors) { _ in record(CancellationToken.current) }
             .finally(on: nil) { record(CancellationToken.current) }
         root.cancel()
-        XCTAssertEqual(seen, ["cancelled", "cancelled"])
+        XCTAssertEqual(seen.all, ["cancelled", "cancelled"])
     }
 
     /// Nested bodies: a cancellable body that runs another chain's body synchronously sees the
@@ -184,24 +184,24 @@ final class CurrentTokenTests: XCTestCase {
     /// synchronously inside it is part of it.
     func testNestedBodiesSeeTheInnermostTokenAndTheOuterOneAgainAfterwards() {
         let (root, resolver) = CancellablePromise<Int>.pending()
-        var outer: CancellationToken?
-        var inner: CancellationToken?
-        var plain: CancellationToken?
-        var outerAfter: CancellationToken?
+        let outer = SendableBox<CancellationToken?>(nil)
+        let inner = SendableBox<CancellationToken?>(nil)
+        let plain = SendableBox<CancellationToken?>(nil)
+        let outerAfter = SendableBox<CancellationToken?>(nil)
         let chain = root.map(on: nil) { value -> Int in
-            outer = CancellationToken.current
-            _ = CancellablePromise.value(1).map(on: nil) { _ in inner = CancellationToken.current }
-            _ = Promise.value(1).map(on: nil) { _ in plain = CancellationToken.current }
-            outerAfter = CancellationToken.current
+            outer.value = CancellationToken.current
+            _ = CancellablePromise.value(1).map(on: nil) { _ in inner.value = CancellationToken.current }
+            _ = Promise.value(1).map(on: nil) { _ in plain.value = CancellationToken.current }
+            outerAfter.value = CancellationToken.current
             return value
         }
         resolver.fulfill(1)
         XCTAssertNotNil(waitForValue(chain))
-        XCTAssertNotNil(outer)
-        XCTAssertFalse(inner === outer, "the inner step's own token")
-        XCTAssertFalse(inner === CancellationToken.none)
-        XCTAssertTrue(plain === outer, "a plain body run inside is part of the outer body")
-        XCTAssertTrue(outerAfter === outer, "the outer token again afterwards")
+        XCTAssertNotNil(outer.value)
+        XCTAssertFalse(inner.value === outer.value, "the inner step's own token")
+        XCTAssertFalse(inner.value === CancellationToken.none)
+        XCTAssertTrue(plain.value === outer.value, "a plain body run inside is part of the outer body")
+        XCTAssertTrue(outerAfter.value === outer.value, "the outer token again afterwards")
         XCTAssertTrue(CancellationToken.current === CancellationToken.none, "nothing left marked")
     }
 
@@ -236,16 +236,16 @@ final class CurrentTokenTests: XCTestCase {
     func testALoserCancelledAloneSeesItsTokenCancelled() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let (slow, slowResolver) = Promise<Int>.pending()
-        var loserToken: CancellationToken?
+        let loserToken = SendableBox<CancellationToken?>(nil)
         let loser = root.then(on: nil) { _ -> Promise<Int> in
-            loserToken = CancellationToken.current
+            loserToken.value = CancellationToken.current
             return slow
         }
         let winner = root.map(on: nil) { $0 + 1 }
         let raced = race([loser, winner], autoCancel: true)
         resolver.fulfill(1)
         XCTAssertEqual(waitForValue(raced), 2)
-        XCTAssertEqual(loserToken?.isCancelled, true)
+        XCTAssertEqual(loserToken.value?.isCancelled, true)
         XCTAssertFalse(root.isCancelled, "the winner's chain is not cancelled")
         slowResolver.fulfill(0)
     }
@@ -276,45 +276,45 @@ extension CurrentTokenTests {
     func testCatchAndFinallyBodiesSeeTheirOwnTokens() {
         struct Failure: Error {}
         let (root, resolver) = CancellablePromise<Int>.pending()
-        var catchToken: CancellationToken?
-        var finallyToken: CancellationToken?
+        let catchToken = SendableBox<CancellationToken?>(nil)
+        let finallyToken = SendableBox<CancellationToken?>(nil)
         let finalizerBox = SendableBox<CancellableFinalizer?>(nil)
         let finalizer = root.map(on: nil) { _ -> Int in throw Failure() }
             .catch(on: nil) { _ in
-                catchToken = CancellationToken.current
-                XCTAssertFalse(catchToken!.isCompleted, "pending while the catch body runs")
+                catchToken.value = CancellationToken.current
+                XCTAssertFalse(catchToken.value!.isCompleted, "pending while the catch body runs")
                 finalizerBox.value!.cancel()
-                XCTAssertTrue(catchToken!.isCancelled, "cancelled with the chain while its body runs")
+                XCTAssertTrue(catchToken.value!.isCancelled, "cancelled with the chain while its body runs")
             }
         finalizerBox.value = finalizer
-        finalizer.finally(on: nil) { finallyToken = CancellationToken.current }
+        finalizer.finally(on: nil) { finallyToken.value = CancellationToken.current }
         resolver.fulfill(1)
-        XCTAssertEqual(catchToken?.isCancelled, true)
-        XCTAssertEqual(finallyToken?.isCancelled, true, "the chain was cancelled before finally's body ran")
+        XCTAssertEqual(catchToken.value?.isCancelled, true)
+        XCTAssertEqual(finallyToken.value?.isCancelled, true, "the chain was cancelled before finally's body ran")
 
-        var laterCatch: CancellationToken?
-        var laterFinally: CancellationToken?
+        let laterCatch = SendableBox<CancellationToken?>(nil)
+        let laterFinally = SendableBox<CancellationToken?>(nil)
         let (other, otherResolver) = CancellablePromise<Int>.pending()
         other.map(on: nil) { _ -> Int in throw Failure() }
-            .catch(on: nil) { _ in laterCatch = CancellationToken.current }
-            .finally(on: nil) { laterFinally = CancellationToken.current }
+            .catch(on: nil) { _ in laterCatch.value = CancellationToken.current }
+            .finally(on: nil) { laterFinally.value = CancellationToken.current }
         otherResolver.fulfill(1)
-        XCTAssertEqual(laterCatch?.isCancelled, false)
-        XCTAssertEqual(laterCatch?.isCompleted, true, "completed once the catch step settled")
-        XCTAssertEqual(laterFinally?.isCancelled, false)
-        XCTAssertFalse(laterCatch === laterFinally)
+        XCTAssertEqual(laterCatch.value?.isCancelled, false)
+        XCTAssertEqual(laterCatch.value?.isCompleted, true, "completed once the catch step settled")
+        XCTAssertEqual(laterFinally.value?.isCancelled, false)
+        XCTAssertFalse(laterCatch.value === laterFinally.value)
     }
 
     /// `catch(policy: .allErrors)` after the chain was cancelled: its body receives the
     /// cancellation and sees a cancelled token.
     func testACatchBodyRunForTheChainsCancellationSeesACancelledToken() {
         let (root, resolver) = CancellablePromise<Int>.pending()
-        var seen: CancellationToken?
+        let seen = SendableBox<CancellationToken?>(nil)
         let finalizer = root.done(on: nil) { _ in }.catch(on: nil, policy: .allErrors) { _ in
-            seen = CancellationToken.current
+            seen.value = CancellationToken.current
         }
         finalizer.cancel()
-        XCTAssertEqual(seen?.isCancelled, true)
+        XCTAssertEqual(seen.value?.isCancelled, true)
         resolver.fulfill(1)
     }
 
@@ -342,14 +342,14 @@ extension CurrentTokenTests {
         winnerSeal.fulfill(2)
         XCTAssertTrue(eventually { loser.promise.isRejected }, "the loser is cancelled alone")
         let (newcomersSource, newcomersSeal) = Promise<Int>.pending()
-        var newcomerTokens: [CancellationToken] = []
+        let newcomerTokens = Recorder<CancellationToken>()
         let newcomers = (0..<4).map { _ in
             base.then(on: nil) { _ -> Promise<Int> in
                 newcomerTokens.append(CancellationToken.current)
                 return newcomersSource
             }
         }
-        XCTAssertEqual(newcomerTokens.map(\.isCompleted), [false, false, false, false])
+        XCTAssertEqual(newcomerTokens.all.map(\.isCompleted), [false, false, false, false])
         proceed.signal()
         XCTAssertTrue(finished.wait())
         XCTAssertEqual(sawCancelled.value, true)

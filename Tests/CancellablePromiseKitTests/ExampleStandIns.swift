@@ -8,7 +8,8 @@ import FoundationNetworking
 
 // Small stand-ins for the UIKit, CoreLocation, URLSession and HTTP client pieces of the
 // documented examples, so the examples keep their shape. Every request is a `FakeTask` of a
-// `FakeBackend` that the test finishes or watches being cancelled.
+// `FakeBackend` that the test finishes or watches being cancelled. The views keep their state
+// behind a lock: the examples' bodies set it on the main queue while the test reads it.
 
 struct Image: Equatable {
     let name: String
@@ -37,28 +38,42 @@ struct WeatherResponse: Equatable { let temperature: Int }
 struct WeatherInfo: Equatable { let text: String }
 
 /// `UIApplication.shared`.
-final class Application {
-    var isNetworkActivityIndicatorVisible = false
+final class Application: Sendable {
+    private let indicatorVisible = SendableBox(false)
+    var isNetworkActivityIndicatorVisible: Bool {
+        get { indicatorVisible.value }
+        set { indicatorVisible.value = newValue }
+    }
 }
 
 /// `UIImageView`.
-final class ImageView {
-    var image: Image?
+final class ImageView: Sendable {
+    private let shown = SendableBox<Image?>(nil)
+    var image: Image? {
+        get { shown.value }
+        set { shown.value = newValue }
+    }
 }
 
 /// `UILabel`.
-final class Label {
-    var text: String?
+final class Label: Sendable {
+    private let shown = SendableBox<String?>(nil)
+    var text: String? {
+        get { shown.value }
+        set { shown.value = newValue }
+    }
 }
 
 /// The refresh button of the weather example.
-final class RefreshButton {
-    private(set) var isAnimating = false
-    private(set) var stopCount = 0
-    func startAnimating() { isAnimating = true }
+final class RefreshButton: Sendable {
+    private let animating = SendableBox(false)
+    private let stops = Counter()
+    var isAnimating: Bool { animating.value }
+    var stopCount: Int { stops.value }
+    func startAnimating() { animating.value = true }
     func stopAnimating() {
-        isAnimating = false
-        stopCount += 1
+        animating.value = false
+        stops.increment()
     }
 }
 

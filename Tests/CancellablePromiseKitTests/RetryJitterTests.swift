@@ -60,7 +60,7 @@ final class RetryJitterTests: XCTestCase {
     /// the sum of the computed waits (to the nanosecond).
     func testRetryUsingAGeneratorWaitsExactlyAsComputed() {
         let scheduler = TestScheduler()
-        var starts: [TimeInterval] = []
+        let starts = Recorder<TimeInterval>()
         let result = retry(maxAttempts: 4, delay: capped, scheduler: scheduler, using: SeededGenerator(seed: 9)) {
             _ -> Promise<Int> in
             starts.append(scheduler.now)
@@ -76,7 +76,7 @@ final class RetryJitterTests: XCTestCase {
             nanoseconds += Int64((capped.seconds(after: attempt, using: &expected) * 1e9).rounded())
             expectedStarts.append(Double(nanoseconds) / 1e9)
         }
-        XCTAssertEqual(starts, expectedStarts)
+        XCTAssertEqual(starts.all, expectedStarts)
     }
 
     /// Two retries given the same generator value draw the same waits: each uses its own copy.

@@ -145,15 +145,15 @@ final class RetryTests: XCTestCase {
 
     func testAThrowingBodyIsAFailedAttempt() {
         let scheduler = TestScheduler()
-        var calls = 0
+        let calls = Counter()
         let result = retry(maxAttempts: 3, scheduler: scheduler) { attempt -> Promise<Int> in
-            calls += 1
+            calls.increment()
             if attempt < 3 { throw Flaky(attempt: attempt) }
             return .value(42)
         }
         scheduler.run()
         XCTAssertEqual(result.value, 42)
-        XCTAssertEqual(calls, 3)
+        XCTAssertEqual(calls.value, 3)
     }
 
     func testAnErrorThePredicateRefusesIsNotRetried() {
@@ -167,21 +167,21 @@ final class RetryTests: XCTestCase {
 
     func testACancellationIsNeverRetried() {
         for cancellation in [CancellablePromiseError.cancelled as Error, URLError(.cancelled), PMKError.cancelled] {
-            var asked = false
-            var calls = 0
+            let asked = Flag()
+            let calls = Counter()
             let result = retry(
                 maxAttempts: 5,
                 if: { _ in
-                    asked = true
+                    asked.raise()
                     return true
                 }
             ) { _ -> Promise<Int> in
-                calls += 1
+                calls.increment()
                 return Promise(error: cancellation)
             }
             XCTAssertTrue(result.error?.isCancelled ?? false, "\(cancellation)")
-            XCTAssertEqual(calls, 1, "\(cancellation) is not retried")
-            XCTAssertFalse(asked, "the predicate is not asked about \(cancellation)")
+            XCTAssertEqual(calls.value, 1, "\(cancellation) is not retried")
+            XCTAssertFalse(asked.value, "the predicate is not asked about \(cancellation)")
             XCTAssertFalse(result.isCancelled, "the retry itself was not cancelled")
         }
     }
@@ -217,13 +217,13 @@ final class RetryTests: XCTestCase {
 
     func testFewerThanOneAttemptIsAClearErrorAndRunsNothing() {
         for count in [0, -1, Int.min] {
-            var ran = false
+            let ran = Flag()
             let result = retry(maxAttempts: count) { _ -> Promise<Int> in
-                ran = true
+                ran.raise()
                 return .value(1)
             }
             XCTAssertEqual(result.error as? RetryConfigurationError, .invalidMaxAttempts(count))
-            XCTAssertFalse(ran)
+            XCTAssertFalse(ran.value)
         }
     }
 
@@ -237,9 +237,9 @@ final class RetryTests: XCTestCase {
         ]
         for delay in bad {
             XCTAssertFalse(delay.isValid, "\(delay)")
-            var ran = false
+            let ran = Flag()
             let result = retry(maxAttempts: 3, delay: delay) { _ -> Promise<Int> in
-                ran = true
+                ran.raise()
                 return .value(1)
             }
             // (NaN is not equal to itself: compare the descriptions.)
@@ -248,7 +248,7 @@ final class RetryTests: XCTestCase {
                 continue
             }
             XCTAssertEqual(reported.description, delay.description)
-            XCTAssertFalse(ran, "\(delay)")
+            XCTAssertFalse(ran.value, "\(delay)")
             XCTAssertFalse("\(result.error!)".isEmpty)
         }
         XCTAssertTrue(RetryDelay.exponential(initial: 0, multiplier: 1, maximum: .infinity, jitter: 1).isValid)
@@ -313,15 +313,15 @@ final class RetryTests: XCTestCase {
 
     func testCancelDuringAnAttemptStopsAPlainPromisesAttachedTask() {
         let backend = FakeBackend()
-        var count = 0
+        let count = Counter()
         let result = retry(maxAttempts: 3) { _ -> Promise<Int> in
-            count += 1
-            return backend.start("attempt \(count)")
+            let attempt = count.increment()
+            return backend.start("attempt \(attempt)")
         }
         result.cancel()
         XCTAssertEqual(backend.task("attempt 1", Int.self).cancelCount.value, 1)
         XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
-        XCTAssertEqual(count, 1, "its rejection (FakeTaskCancelled) is not retried")
+        XCTAssertEqual(count.value, 1, "its rejection (FakeTaskCancelled) is not retried")
     }
 
     func testCancelDuringADelayStopsTheTimerAndStartsNoOtherAttempt() {
@@ -371,31 +371,33 @@ final class RetryTests: XCTestCase {
         let (first, firstResolver) = Promise<Int>.pending()
         let cancelled = Counter()
         let second = CancellablePromise<Int> { _ in { cancelled.increment() } }
-        var result: CancellablePromise<Int>?
-        result = retry(maxAttempts: 3) { attempt -> CancellablePromise<Int> in
+        let resultBox = SendableBox<CancellablePromise<Int>?>(nil)
+        let result = retry(maxAttempts: 3) { attempt -> CancellablePromise<Int> in
             if attempt == 1 { return first.cancellize() }
-            result?.cancel()  // cancelled while this body runs
+            resultBox.value?.cancel()  // cancelled while this body runs
             return second
         }
+        resultBox.value = result
         firstResolver.reject(Flaky(attempt: 1))
         XCTAssertEqual(cancelled.value, 1, "what the body returned is cancelled once it has returned")
         XCTAssertTrue(second.isCancelled)
-        XCTAssertEqual(result?.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
     }
 
     func testCancelDuringThePredicateStartsNoOtherAttempt() {
         let attempts = Attempts<Int>()
-        var result: CancellablePromise<Int>?
-        result = retry(
+        let resultBox = SendableBox<CancellablePromise<Int>?>(nil)
+        let result = retry(
             maxAttempts: 5,
             if: { _ in
-                result?.cancel()
+                resultBox.value?.cancel()
                 return true
             }
         ) { attempt in attempts.cancellable(attempt) }
+        resultBox.value = result
         attempts.resolver(1).reject(Flaky(attempt: 1))
         XCTAssertEqual(attempts.started, [1])
-        XCTAssertEqual(result?.error as? CancellablePromiseError, .cancelled)
+        XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
     }
 
     func testCancellingTheChainAfterTheRetryCancelsTheRetry() {
@@ -443,18 +445,18 @@ final class RetryTests: XCTestCase {
 
     func testAnAbandonedRetryWhoseAttemptCanNeverSettleIsFreed() {
         weak var machinery: DeinitProbe?
-        weak var attempt: CancellablePromise<Int>?
+        let attempt = SendableBox(WeakRef())
         do {
             let probe = DeinitProbe()
             machinery = probe
             _ = retry(maxAttempts: 3, lifetimeProbe: probe) { _ -> CancellablePromise<Int> in
                 // The resolver is dropped: nothing can ever settle this attempt.
                 let running = CancellablePromise<Int> { _ in {} }
-                attempt = running
+                attempt.value = WeakRef(object: running)
                 return running
             }
         }
-        XCTAssertNil(attempt, "no cycle keeps the abandoned attempt")
+        XCTAssertNil(attempt.value.object, "no cycle keeps the abandoned attempt")
         XCTAssertNil(machinery, "no cycle keeps the abandoned retry")
     }
 
@@ -476,15 +478,15 @@ final class RetryTests: XCTestCase {
 
     func testManySynchronousFailuresLoopWithoutRecursing() {
         let scheduler = TestScheduler()
-        var calls = 0
+        let calls = Counter()
         let result = retry(maxAttempts: 50_000, scheduler: scheduler) { attempt -> Promise<Int> in
-            calls += 1
+            calls.increment()
             throw Flaky(attempt: attempt)
         }
-        XCTAssertEqual(calls, 1, "retry returns after the first attempt")
+        XCTAssertEqual(calls.value, 1, "retry returns after the first attempt")
         scheduler.run()  // one hand-over at a time, each from the scheduler's loop: no recursion
         XCTAssertEqual(result.error as? Flaky, Flaky(attempt: 50_000))
-        XCTAssertEqual(calls, 50_000)
+        XCTAssertEqual(calls.value, 50_000)
     }
 
     // MARK: Attempts that fail at once
@@ -582,11 +584,12 @@ final class RetryTests: XCTestCase {
         // Each hand-over is due at once, so one `advance()` runs attempts until the body cancels.
         let scheduler = TestScheduler()
         let calls = Counter()
-        var result: CancellablePromise<Int>?
-        result = retry(maxAttempts: .max, scheduler: scheduler) { attempt -> Promise<Int> in
-            if calls.increment() == 1_000 { result?.cancel() }
+        let resultBox = SendableBox<CancellablePromise<Int>?>(nil)
+        resultBox.value = retry(maxAttempts: .max, scheduler: scheduler) { attempt -> Promise<Int> in
+            if calls.increment() == 1_000 { resultBox.value?.cancel() }
             throw Flaky(attempt: attempt)
         }
+        let result = resultBox.value
         scheduler.advance()
         XCTAssertEqual(calls.value, 1_000)
         XCTAssertEqual(scheduler.pendingCount, 0)

@@ -16,7 +16,7 @@ struct Feed: Equatable {
 
 struct FeedLoader {
     /// Starts one request for the feed.
-    var fetch: () -> CancellablePromise<Feed>
+    var fetch: @Sendable () -> CancellablePromise<Feed>
     /// The clock of the backoff and of the deadline: the wall clock unless a test says otherwise.
     var scheduler: any PromiseScheduler = DispatchScheduler.global
 
@@ -29,19 +29,20 @@ struct FeedLoader {
     }
 }
 
-final class SearchModel {
+final class SearchModel: Sendable {
     /// What the screen shows: the results of the latest search.
-    private(set) var shown: [String] = []
+    var shown: [String] { shownResults.value }
 
+    private let shownResults = SendableBox<[String]>([])
     private let searches = LatestWins()
-    private let search: (String) -> CancellablePromise<[String]>
+    private let search: @Sendable (String) -> CancellablePromise<[String]>
     private let scheduler: any PromiseScheduler
     private let queue: DispatchQueue?
 
     /// `queue` is where results are shown: the main queue in the app, `nil` (the thread that
     /// settles the search) in tests.
     init(
-        search: @escaping (String) -> CancellablePromise<[String]>,
+        search: @escaping @Sendable (String) -> CancellablePromise<[String]>,
         scheduler: any PromiseScheduler = DispatchScheduler.global,
         queue: DispatchQueue? = .main
     ) {
@@ -57,7 +58,7 @@ final class SearchModel {
             after(seconds: 0.3, scheduler: scheduler).cancellize()
                 .then(on: queue) { self.search(text) }
         }
-        .done(on: queue) { self.shown = $0 }
+        .done(on: queue) { self.shownResults.value = $0 }
         .cauterize()
     }
 }
@@ -67,7 +68,7 @@ final class SearchModel {
 final class TestingTimeArticleTests: XCTestCase {
     func testTheFeedLoaderMakesThreeAttemptsThenGivesUpAtTenSeconds() {
         let scheduler = TestScheduler()
-        var started: [TimeInterval] = []
+        let started = Recorder<TimeInterval>()
         // Every request fails after 3 s.
         let loader = FeedLoader(
             fetch: {
@@ -79,22 +80,21 @@ final class TestingTimeArticleTests: XCTestCase {
 
         let feed = loader.load()
         scheduler.advance(by: 9.999)
-        XCTAssertEqual(started, [0, 4, 9])  // fails at 3, waits 1 s; fails at 7, waits 2 s
+        XCTAssertEqual(started.all, [0, 4, 9])  // fails at 3, waits 1 s; fails at 7, waits 2 s
         XCTAssertTrue(feed.isPending)
 
         scheduler.advance(by: 0.001)
         XCTAssertEqual((feed.error as? PromiseTimeoutError)?.seconds, 10)
         XCTAssertEqual(scheduler.pendingCount, 0)  // the third request was cancelled
-        XCTAssertEqual(started.count, 3)
+        XCTAssertEqual(started.all.count, 3)
     }
 
     func testTheFeedLoaderReturnsTheFirstFeedThatArrives() {
         let scheduler = TestScheduler()
-        var attempt = 0
+        let attempt = Counter()
         let loader = FeedLoader(
             fetch: {
-                attempt += 1
-                let failed = attempt == 1
+                let failed = attempt.increment() == 1
                 return after(seconds: 0.5, scheduler: scheduler).cancellize()
                     .map(on: nil) { () -> Feed in
                         if failed { throw URLError(.networkConnectionLost) }
@@ -111,7 +111,7 @@ final class TestingTimeArticleTests: XCTestCase {
 
     func testTheSearchWaitsForAPauseAndShowsOnlyTheLastResults() {
         let scheduler = TestScheduler()
-        var searched: [String] = []
+        let searched = Recorder<String>()
         // Every search takes 0.5 s.
         let model = SearchModel(
             search: { text in
@@ -126,13 +126,13 @@ final class TestingTimeArticleTests: XCTestCase {
         scheduler.advance(by: 0.1)
         model.textDidChange("sw")  // within 300 ms: "s" is never searched
         scheduler.advance(by: 0.4)
-        XCTAssertEqual(searched, ["sw"])  // the pause was long enough
+        XCTAssertEqual(searched.all, ["sw"])  // the pause was long enough
 
         model.textDidChange("swift")  // cancels the running search for "sw"
         scheduler.advance(by: 0.299)
-        XCTAssertEqual(searched, ["sw"])
+        XCTAssertEqual(searched.all, ["sw"])
         scheduler.advance(by: 0.001)
-        XCTAssertEqual(searched, ["sw", "swift"])
+        XCTAssertEqual(searched.all, ["sw", "swift"])
 
         scheduler.advance(by: 0.5)
         XCTAssertEqual(model.shown, ["swift 1", "swift 2"])

@@ -21,11 +21,11 @@ private final class FetchClient: @unchecked Sendable {
 
     // The convention's hand-written `cancellableFetchData`, as written (names adapted).
     func cancellableFetchData(with url: URL, cancellationToken: CancellationToken? = nil) -> Promise<Data> {
-        var dataTask: StandInDataTask?
+        let dataTask = SendableBox<StandInDataTask?>(nil)
         let (promise, resolver) = Promise<Data>.pending()
 
         cancellationToken?.onCancel {
-            dataTask?.cancel()
+            dataTask.value?.cancel()
             // Check if the promise has been resolved, no point of rejecting
             // if it has been completed
             if !promise.isFulfilled {
@@ -33,7 +33,7 @@ private final class FetchClient: @unchecked Sendable {
             }
         }
 
-        dataTask = session.dataTask(with: url) { data, _, error in
+        dataTask.value = session.dataTask(with: url) { data, _, error in
             // On the completion of the asynchronous task, to maintain consistency,
             // check whether the token has been cancelled, in case the cancellation request
             // didn't come in time for the underlying task to be cancelled.
@@ -47,7 +47,7 @@ private final class FetchClient: @unchecked Sendable {
                 }
             }
         }
-        dataTask?.resume()
+        dataTask.value?.resume()
 
         return promise
     }
@@ -101,18 +101,18 @@ final class TokenArgumentExampleTests: XCTestCase {
         // token is cancelled but before the hand-written cancel command, and must reject.
         let client = FetchClient()
         let request = CancellationRequest()
-        var task: StandInDataTask?
-        var promiseRejectedByCompletion = false
-        var promise: Promise<Data>?
+        let task = SendableBox<StandInDataTask?>(nil)
+        let promiseRejectedByCompletion = Flag()
+        let promise = SendableBox<Promise<Data>?>(nil)
         request.token.onCancel {
-            task?.finish(data: Data([9]))
-            promiseRejectedByCompletion = promise?.isRejected ?? false
+            task.value?.finish(data: Data([9]))
+            if promise.value?.isRejected ?? false { promiseRejectedByCompletion.raise() }
         }
-        promise = client.cancellableFetchData(with: google, cancellationToken: request.token)
-        task = client.session.task(for: google)
+        promise.value = client.cancellableFetchData(with: google, cancellationToken: request.token)
+        task.value = client.session.task(for: google)
         request.cancel()
-        XCTAssertTrue(promiseRejectedByCompletion)
-        XCTAssertEqual(promise?.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(promiseRejectedByCompletion.value)
+        XCTAssertEqual(promise.value?.error as? CancellablePromiseError, .cancelled)
     }
 
     func testHandWrittenCancellableFetchDataLeavesPromisePendingWithoutDataOrError() {
@@ -182,14 +182,16 @@ final class TokenArgumentExampleTests: XCTestCase {
             let client = FetchClient()
             let request = CancellationRequest()
             let token = request.token
-            let fetch: (URL, CancellationToken?) -> Promise<Data> =
-                useFirstClassForm
-                ? { client.fetchData(with: $0, cancellationToken: $1) }
-                : { client.cancellableFetchData(with: $0, cancellationToken: $1) }
+            let fetch: @Sendable (URL, CancellationToken?) -> Promise<Data>
+            if useFirstClassForm {
+                fetch = { client.fetchData(with: $0, cancellationToken: $1) }
+            } else {
+                fetch = { client.cancellableFetchData(with: $0, cancellationToken: $1) }
+            }
             let url = google
             let apple = self.apple
-            var printed: [Int] = []
-            var caught: Error?
+            let printed = Recorder<Int>()
+            let caught = SendableBox<Error?>(nil)
             let done = Handshake()
 
             fetch(url, token).then(on: nil) { data -> Promise<Data> in
@@ -203,7 +205,7 @@ final class TokenArgumentExampleTests: XCTestCase {
                 return fetch(url, token)
             }.catch(on: nil, policy: .allErrors) { error in
                 if error.isCancelled {
-                    caught = error
+                    caught.value = error
                 }
                 done.signal()
             }
@@ -215,8 +217,8 @@ final class TokenArgumentExampleTests: XCTestCase {
             client.session.tasks[2].finish(data: Data([1, 2, 3]))
             XCTAssertTrue(done.wait(seconds: 5))
 
-            XCTAssertEqual(printed, [1, 2])
-            XCTAssertEqual(caught as? CancellablePromiseError, .cancelled)
+            XCTAssertEqual(printed.all, [1, 2])
+            XCTAssertEqual(caught.value as? CancellablePromiseError, .cancelled)
             if useFirstClassForm {
                 // The next cancellable step gets a cancelled token and does not start at all.
                 XCTAssertEqual(client.session.tasks.count, 3)
@@ -237,17 +239,17 @@ final class TokenArgumentExampleTests: XCTestCase {
         let request = CancellationRequest()
         let token = request.token
         let url = google
-        var reachedSecondStep = false
-        var caught: Error?
+        let reachedSecondStep = Flag()
+        let caught = SendableBox<Error?>(nil)
         client.fetchData(with: url, cancellationToken: token).then(on: nil) { _ -> Promise<Data> in
-            reachedSecondStep = true
+            reachedSecondStep.raise()
             return client.fetchData(with: url, cancellationToken: token)
-        }.catch(on: nil, policy: .allErrors) { caught = $0 }
+        }.catch(on: nil, policy: .allErrors) { caught.value = $0 }
         let first = client.session.tasks[0]
         request.cancel()
         XCTAssertEqual(first.cancelCount, 1)
-        XCTAssertFalse(reachedSecondStep)
-        XCTAssertTrue(caught?.isCancelled ?? false)
+        XCTAssertFalse(reachedSecondStep.value)
+        XCTAssertTrue(caught.value?.isCancelled ?? false)
     }
 
     func testCancelBeforeTheTaskExistsStillCancelsIt() {

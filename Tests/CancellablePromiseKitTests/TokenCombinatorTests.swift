@@ -10,14 +10,14 @@ final class TokenCombinatorTests: XCTestCase {
         let token = CancellationToken.none
         XCTAssertTrue(token.isCompleted)
         XCTAssertFalse(token.isCancelled)
-        var cancelled = false
-        var completions: [Bool] = []
-        token.onCancel { cancelled = true }
+        let cancelled = Flag()
+        let completions = Recorder<Bool>()
+        token.onCancel { cancelled.raise() }
         token.onComplete { completions.append($0) }  // at once
         let spy = TokenCancellableSpy()
         token.register(spy)
-        XCTAssertFalse(cancelled)
-        XCTAssertEqual(completions, [false])
+        XCTAssertFalse(cancelled.value)
+        XCTAssertEqual(completions.all, [false])
         XCTAssertEqual(spy.cancelCount, 0)
         XCTAssertEqual(token.pendingHandlerCount, 0)
     }
@@ -139,13 +139,13 @@ final class TokenCombinatorTests: XCTestCase {
         var a: CancellationRequest? = CancellationRequest()
         var b: CancellationRequest? = CancellationRequest()
         let either = a!.token || b!.token
-        var completion: Bool?
-        either.onComplete { completion = $0 }
+        let completion = SendableBox<Bool?>(nil)
+        either.onComplete { completion.value = $0 }
         a = nil
         XCTAssertFalse(either.isCompleted)  // b may still cancel
         b = nil
         XCTAssertTrue(either.isCompleted)
-        XCTAssertEqual(completion, false)
+        XCTAssertEqual(completion.value, false)
     }
 
     func testOrAfterOneNotCancelledStillCancelsWithTheOther() {

@@ -60,9 +60,9 @@ final class TokenPromiseTests: XCTestCase {
     func testRegisteringACancellablePromiseCancelsItsChain() {
         let request = CancellationRequest()
         let (head, resolver) = CancellablePromise<Int>.pending()
-        var mapped = false
+        let mapped = Flag()
         let tail = head.map(on: nil) { _ -> Int in
-            mapped = true
+            mapped.raise()
             return 1
         }
         request.token.register(head)
@@ -70,7 +70,7 @@ final class TokenPromiseTests: XCTestCase {
         XCTAssertEqual(head.error as? CancellablePromiseError, .cancelled)
         XCTAssertEqual(tail.error as? CancellablePromiseError, .cancelled)
         resolver.fulfill(1)
-        XCTAssertFalse(mapped)
+        XCTAssertFalse(mapped.value)
     }
 
     func testCancelOnTokenCancelsAndReturnsSelf() {
@@ -137,22 +137,22 @@ final class TokenPromiseTests: XCTestCase {
     func testTokenPromiseRejectsBeforeCancelReturnsThenCancelsTaskOnce() {
         let request = CancellationRequest()
         var task: ManualTask<Int>?
-        var rejectedBeforeTaskCancel = false
-        var promiseRef: Promise<Int>?
+        let rejectedBeforeTaskCancel = Flag()
+        let promiseRef = SendableBox<Promise<Int>?>(nil)
         let promise = Promise<Int>(cancellationToken: request.token) { resolver in
             let manual = ManualTask(resolver)
             task = manual
             return {
-                rejectedBeforeTaskCancel = promiseRef?.isRejected ?? false
+                if promiseRef.value?.isRejected ?? false { rejectedBeforeTaskCancel.raise() }
                 manual.cancel()
                 resolver.reject(StandInCancelledError())  // the task's own error comes too late
             }
         }
-        promiseRef = promise
+        promiseRef.value = promise
         request.cancel()
         XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
         XCTAssertTrue(promise.error?.isCancelled ?? false)
-        XCTAssertTrue(rejectedBeforeTaskCancel)
+        XCTAssertTrue(rejectedBeforeTaskCancel.value)
         XCTAssertEqual(task!.cancels.value, 1)
         request.cancel()
         XCTAssertEqual(task!.cancels.value, 1)

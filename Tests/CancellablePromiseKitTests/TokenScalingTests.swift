@@ -118,16 +118,16 @@ final class TokenScalingTests: XCTestCase {
     func testHandlersRemovedFromInsideOtherHandlersDuringTheCancelNeverRun() {
         let request = CancellationRequest()
         let runs = RunCounts(64)
-        var registrations: [CancellationRegistration] = []
+        let registrations = Recorder<CancellationRegistration>()
         for index in 0..<64 {
             registrations.append(
                 request.token.onCancel {
                     runs.ran(index)
                     // Completing hands the entries out at once: removing now is too late.
-                    if index == 0 { XCTAssertFalse(registrations[63].remove()) }
+                    if index == 0 { XCTAssertFalse(registrations.all[63].remove()) }
                 })
         }
-        for index in stride(from: 1, to: 63, by: 2) { registrations[index].remove() }
+        for index in stride(from: 1, to: 63, by: 2) { registrations.all[index].remove() }
         request.cancel()
         XCTAssertTrue(runs.all { index, ran in ran == (index == 63 || index.isMultiple(of: 2) ? 1 : 0) })
     }

@@ -51,37 +51,37 @@ final class TokenTests: XCTestCase {
 
     func testOnCancelRunsOnceSynchronouslyOnCancellingThread() {
         let request = CancellationRequest()
-        var runs = 0
-        var ranOnThisThread = false
-        let thread = Thread.current
+        let runs = Counter()
+        let ranOnThisThread = Flag()
+        let thread = pthread_self()
         request.token.onCancel {
-            runs += 1
-            ranOnThisThread = Thread.current == thread
+            runs.increment()
+            if pthread_equal(pthread_self(), thread) != 0 { ranOnThisThread.raise() }
         }
         request.cancel()
-        XCTAssertEqual(runs, 1)  // before cancel() returned
-        XCTAssertTrue(ranOnThisThread)
+        XCTAssertEqual(runs.value, 1)  // before cancel() returned
+        XCTAssertTrue(ranOnThisThread.value)
         request.cancel()
-        XCTAssertEqual(runs, 1)
+        XCTAssertEqual(runs.value, 1)
     }
 
     func testOnCancelRegisteredAfterCancellationRunsAtOnceExactlyOnce() {
         let request = CancellationRequest()
         request.cancel()
-        var runs = 0
-        let registration = request.token.onCancel { runs += 1 }
-        XCTAssertEqual(runs, 1)
+        let runs = Counter()
+        let registration = request.token.onCancel { runs.increment() }
+        XCTAssertEqual(runs.value, 1)
         request.cancel()
         XCTAssertFalse(registration.remove())
-        XCTAssertEqual(runs, 1)
+        XCTAssertEqual(runs.value, 1)
     }
 
     func testOnCancelHandlersRunInRegistrationOrder() {
         let request = CancellationRequest()
-        var order: [Int] = []
+        let order = Recorder<Int>()
         for index in 0..<5 { request.token.onCancel { order.append(index) } }
         request.cancel()
-        XCTAssertEqual(order, [0, 1, 2, 3, 4])
+        XCTAssertEqual(order.all, [0, 1, 2, 3, 4])
     }
 
     func testOnCancelWithQueueRunsOnThatQueue() {
@@ -104,31 +104,31 @@ final class TokenTests: XCTestCase {
 
     func testOnCancelIsSkippedWhenTokenCompletesNotCancelled() {
         var request: CancellationRequest? = CancellationRequest()
-        var runs = 0
-        request!.token.onCancel { runs += 1 }
+        let runs = Counter()
+        request!.token.onCancel { runs.increment() }
         request = nil
-        XCTAssertEqual(runs, 0)
+        XCTAssertEqual(runs.value, 0)
     }
 
     // MARK: onComplete
 
     func testOnCompleteReceivesTrueWhenCancelled() {
         let request = CancellationRequest()
-        var values: [Bool] = []
+        let values = Recorder<Bool>()
         request.token.onComplete { values.append($0) }
         request.cancel()
         request.token.onComplete { values.append($0) }
-        XCTAssertEqual(values, [true, true])
+        XCTAssertEqual(values.all, [true, true])
     }
 
     func testOnCompleteReceivesFalseWhenRequestIsReleased() {
         var request: CancellationRequest? = CancellationRequest()
         let token = request!.token
-        var values: [Bool] = []
+        let values = Recorder<Bool>()
         token.onComplete { values.append($0) }
         request = nil
         token.onComplete { values.append($0) }
-        XCTAssertEqual(values, [false, false])
+        XCTAssertEqual(values.all, [false, false])
     }
 
     func testOnCompleteWithQueueRunsOnThatQueue() {
@@ -149,13 +149,13 @@ final class TokenTests: XCTestCase {
     func testRemovedHandlerNeverRunsAndIsReleased() {
         let request = CancellationRequest()
         let released = Counter()
-        var runs = 0
+        let runs = Counter()
         var registration: CancellationRegistration?
         do {
             let probe = DeinitProbe { released.increment() }
             registration = request.token.onCancel {
                 probe.touch()
-                runs += 1
+                runs.increment()
             }
         }
         XCTAssertEqual(released.value, 0)
@@ -163,7 +163,7 @@ final class TokenTests: XCTestCase {
         XCTAssertEqual(released.value, 1)
         XCTAssertFalse(registration!.remove())
         request.cancel()
-        XCTAssertEqual(runs, 0)
+        XCTAssertEqual(runs.value, 0)
     }
 
     func testRegisterAndRemoveCyclesDoNotAccumulateHandlers() {
@@ -181,12 +181,12 @@ final class TokenTests: XCTestCase {
 
     func testRemovingAMiddleRegistrationKeepsTheOthers() {
         let request = CancellationRequest()
-        var order: [Int] = []
+        let order = Recorder<Int>()
         let registrations = (0..<5).map { index in request.token.onCancel { order.append(index) } }
         registrations[1].remove()
         registrations[3].remove()
         request.cancel()
-        XCTAssertEqual(order, [0, 2, 4])
+        XCTAssertEqual(order.all, [0, 2, 4])
     }
 
     // MARK: Completion releases handlers (no leaks)
@@ -360,26 +360,26 @@ final class TokenTests: XCTestCase {
     func testHandlerThatRemovesRegistrationsDoesNotDeadlock() {
         let request = CancellationRequest()
         let token = request.token
-        var later: CancellationRegistration?
-        var laterRan = false
-        token.onCancel { XCTAssertFalse(later!.remove()) }  // already taken out: runs anyway
-        later = token.onCancel { laterRan = true }
+        let later = SendableBox<CancellationRegistration?>(nil)
+        let laterRan = Flag()
+        token.onCancel { XCTAssertFalse(later.value!.remove()) }  // already taken out: runs anyway
+        later.value = token.onCancel { laterRan.raise() }
         let box = UncheckedBox(request)
         runWithoutDeadlock { box.value.cancel() }
-        XCTAssertTrue(laterRan)
+        XCTAssertTrue(laterRan.value)
     }
 
     func testHandlerReleasingTheRequestDuringDeinitCompletionDoesNotDeadlock() {
         var request: CancellationRequest? = CancellationRequest()
         let token = request!.token
-        var seen: [Bool] = []
+        let seen = Recorder<Bool>()
         token.onComplete { cancelled in
             seen.append(cancelled)
             token.onComplete { seen.append($0) }
             _ = token.isCompleted
         }
         request = nil
-        XCTAssertEqual(seen, [false, false])
+        XCTAssertEqual(seen.all, [false, false])
     }
 
     // MARK: Each token has its own lock and runs its own handlers
