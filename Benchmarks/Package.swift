@@ -5,7 +5,9 @@ import PackageDescription
 
 let package = Package(
     name: "CancellablePromiseKitBenchmarks",
-    platforms: [.macOS(.v13)],
+    // macOS 15: `Synchronization` (`Atomic`, `Mutex`) for the state that `@Sendable` bodies share
+    // with a workload. A Swift 6.1 toolchain (Xcode 16.3) needs macOS 15 to run anyway.
+    platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "CancellablePromiseKit", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),

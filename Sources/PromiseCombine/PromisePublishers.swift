@@ -37,7 +37,7 @@ public struct PromisePublisher<Output>: Publisher {
     public func receive<S: Subscriber>(subscriber: S) where S.Input == Output, S.Failure == Failure {
         let subscription = PromiseSubscription(subscriber, interest: nil)
         subscriber.receive(subscription: subscription)
-        promise.pipe { result in subscription.settled(result.swiftResult) }
+        promise.pipe(to: subscription.settled)
     }
 }
 
@@ -65,9 +65,7 @@ public struct GuaranteePublisher<Output>: Publisher {
     public func receive<S: Subscriber>(subscriber: S) where S.Input == Output, S.Failure == Failure {
         let subscription = PromiseSubscription(subscriber, interest: nil)
         subscriber.receive(subscription: subscription)
-        guarantee.pipe { result in
-            if case .fulfilled(let value) = result { subscription.settled(.success(value)) }
-        }
+        guarantee.pipe(to: subscription.settled)
     }
 }
 
@@ -121,7 +119,7 @@ public struct CancellablePromisePublisher<Output>: Publisher {
         let follower = shared.follower()
         let subscription = PromiseSubscription(subscriber, interest: follower)
         subscriber.receive(subscription: subscription)
-        follower.pipe { result in subscription.settled(result.swiftResult) }
+        follower.pipe(to: subscription.settled)
     }
 }
 

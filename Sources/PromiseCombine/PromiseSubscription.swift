@@ -93,6 +93,18 @@ final class PromiseSubscription<Downstream: Subscriber>: Subscription, Sendable 
         perform(state.withLock { $0.settled(result) })
     }
 
+    /// The promise settled with `result`: the handler a publisher pipes its promise to. (A method
+    /// rather than a closure in the publisher's generic `receive(subscriber:)`: a `@Sendable`
+    /// closure there would capture the subscriber's type, which need not be `SendableMetatype`.)
+    func settled(_ result: PromiseCore.Result<Downstream.Input>) where Downstream.Failure == Error {
+        settled(result.swiftResult)
+    }
+
+    /// The guarantee resolved with `result`: the handler a publisher pipes its guarantee to.
+    func settled(_ result: PromiseCore.Result<Downstream.Input>) where Downstream.Failure == Never {
+        if case .fulfilled(let value) = result { settled(.success(value)) }
+    }
+
     private func perform(_ action: PromiseSubscriptionState<Downstream>.Action) {
         switch action {
         case .none:

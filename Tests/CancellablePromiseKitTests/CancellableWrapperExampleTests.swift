@@ -11,7 +11,10 @@ import XCTest
 // existingPromise, existingResolver = …` → `let (existingPromise, existingResolver) = …`;
 // `task2. value!` → `task2.value!`; the first `cancelPromise` example's last `when` mixes a
 // `Promise<String>` and a `Promise<Void>`, so it is `when(fulfilled: [any Thenable])` followed by
-// `.map { $0[0] as! String }`.
+// `.map { $0[0] as! String }`. Swift 6 (the cancel closure runs on the cancelling thread, so its
+// type is `@Sendable`): `let cancel = { … self.printed.append(…) }` → `let cancel: @Sendable () ->
+// Void = { [printed] in printed.append(…) }`, `printed` a lock-protected `Recorder`; the
+// examples' captured `var`s → `Flag`/`Recorder`.
 
 /// The README's `Task(…)`: a callback-style task with `completion` and `cancel()`.
 final class StubTask: @unchecked Sendable {

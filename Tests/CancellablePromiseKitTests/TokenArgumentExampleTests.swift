@@ -15,6 +15,8 @@ import XCTest
 //   NSError.cancelledError()                        → CancellablePromiseError.cancelled
 //   error.isCancelledError                          → error.isCancelled
 //   URLSession.shared.dataTask(with:)              → StandInURLSession().dataTask(with:)
+//   var dataTask: URLSessionDataTask?               → a SendableBox (Swift 6: the onCancel handler
+//                                                     that cancels it is @Sendable)
 
 private final class FetchClient: @unchecked Sendable {
     let session = StandInURLSession()

@@ -124,7 +124,7 @@ func registerCancellationBenchmarks() {
     Benchmark("token_oncancel_cancel", configuration: configuration()) { _ in
         let counter = Counter()
         let request = CancellationRequest()
-        for _ in 0..<batch { request.token.onCancel { counter.value += 1 } }
+        for _ in 0..<batch { request.token.onCancel { counter.increment() } }
         request.cancel()
         precondition(counter.value == batch && request.token.isCancelled, "a cancel handler did not run")
     }
