@@ -36,7 +36,7 @@ let package = Package(
         .testTarget(name: "ExampleTests", dependencies: ["ExampleSupport", "TestSupport"]),
         .testTarget(name: "PromiseCoreTests", dependencies: ["PromiseCore", "TestSupport"]),
         .testTarget(name: "CancellablePromiseKitTests", dependencies: ["CancellablePromiseKit", "TestSupport"]),
-        .testTarget(name: "PromiseTestingTests", dependencies: ["PromiseTesting", "TestSupport"]),
+        .testTarget(name: "PromiseTestingTests", dependencies: ["PromiseTesting", "PromiseCore", "TestSupport"]),
         .testTarget(name: "PromiseCombineTests", dependencies: ["PromiseCombine", "TestSupport"]),
         .testTarget(
             name: "PromiseFoundationTests",

@@ -3,6 +3,10 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
+// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
+// or `forwardingHops`, which exist only in debug builds of the library.
+#if DEBUG
+
 // The rules of cancelling, abandoning and joining chains, at the level of the state machine
 // that decides them (`ChainState`), in the manner of ChainStateTests: events sent by hand, with
 // no thread and no lock, each asserted by what it recorded (`ChainActions.recorded`); tables are
@@ -441,3 +445,4 @@ final class ChainStateCancelTests: XCTestCase {
         observer.resolver.fulfill(1)
     }
 }
+#endif

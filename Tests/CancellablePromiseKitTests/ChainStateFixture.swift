@@ -3,6 +3,10 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
+// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
+// or `forwardingHops`, which exist only in debug builds of the library.
+#if DEBUG
+
 // The fixture of the state machine tests (ChainStateTests, ChainStateCancelTests): chains whose
 // members are listed by hand, probes that tell whether a closure was called or released, and
 // assertions on what an event recorded (`ChainActions.recorded`, kept in debug builds).
@@ -347,3 +351,4 @@ func assertLinkReleased(
     actions.run()
     assertReleasedUncalled(probe, file: file, line: line)
 }
+#endif

@@ -3,6 +3,10 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
+// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
+// or `forwardingHops`, which exist only in debug builds of the library.
+#if DEBUG
+
 // The rules of handles and joins, pinned at the level of the state machine (`handlesGone`,
 // `join`): which storage stops counting as a handle when its own last handle goes, what moves
 // into the absorbing root's machine, and that a key never names a later member even when its
@@ -230,3 +234,4 @@ final class ChainStateHandleTests: XCTestCase {
         return afterTheLock(root.chain.memberSettled(member.index, in: home))
     }
 }
+#endif

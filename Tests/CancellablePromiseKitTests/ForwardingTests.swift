@@ -2,6 +2,10 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
+// Debug builds only: these tests count forwarding hops (`CancelStorage.forwardingHops`), which
+// exist only in debug builds of the library.
+#if DEBUG
+
 // A storage that a join absorbed forwards its events to its root (`CancelStorage.lockRoot`). The
 // root it finds is the same however long the path, and the path is shortened on the way: after
 // one event a storage points straight at its root. Single-threaded (the path under concurrent
@@ -138,3 +142,4 @@ final class ForwardingTests: XCTestCase {
         XCTAssertTrue(weakAbandoned.allSatisfy { $0.object == nil }, "the abandoned chains go with the context")
     }
 }
+#endif
