@@ -5,7 +5,8 @@
 // core_operators, race_when_two, cancel_then_chain, cancel_then_cancellable_chain,
 // cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel,
 // token_request_cancel, token_derived, token_promise, bag_store_cancel, share_follower_cancel,
-// coalesce_hit_cancel, cancel_chain_tail_main_actor, main_actor_hops, main_queue_hops.
+// coalesce_hit_cancel, cancel_chain_tail_main_actor, cancel_chain_tail_on_main, main_actor_hops,
+// main_queue_hops.
 
 import CancellablePromiseKit
 import Dispatch
@@ -155,11 +156,21 @@ case "cancel_chain_tail_main_actor":
     tail.cancel()
     precondition(head.promise.isRejected && tail.promise.isRejected)
     consume(resolver)
+case "cancel_chain_tail_on_main":
+    // The baseline of `cancel_chain_tail_main_actor`: the same links given
+    // `on: DispatchQueue.main` (a `@Sendable` body on the same queue).
+    let (head, resolver) = CancellablePromise<Int>.pending()
+    var tail = head
+    for _ in 0..<iterations { tail = tail.map(on: DispatchQueue.main) { $0 &+ 1 } }
+    tail.cancel()
+    precondition(head.promise.isRejected && tail.promise.isRejected)
+    consume(resolver)
 case "main_actor_hops", "main_queue_hops":
     // A chain of `map` links whose bodies run on the main queue, as main-actor bodies (no `on:`)
     // or as `@Sendable` bodies given `on: DispatchQueue.main`: the difference is what a
     // main-actor body adds per body (in a release build, no isolation check: see
-    // MainActorQueue.swift). The main queue is run by `dispatchMain()`; the last body exits.
+    // MainActorQueue.swift). The main queue is run by the main run loop until the last body ran
+    // (not `dispatchMain()`, which valgrind cannot follow).
     let (head, resolver) = Promise<Int>.pending()
     var tail = head
     if workload == "main_actor_hops" {
@@ -167,12 +178,9 @@ case "main_actor_hops", "main_queue_hops":
     } else {
         for _ in 0..<iterations { tail = tail.map(on: DispatchQueue.main) { $0 &+ 1 } }
     }
-    tail.done(on: nil) { value in
-        precondition(value == iterations)
-        exit(0)
-    }
     resolver.fulfill(0)
-    dispatchMain()
+    while tail.isPending { _ = RunLoop.main.run(mode: .default, before: .distantFuture) }
+    precondition(tail.value == iterations)
 case "cancel_map_run", "current_first_read", "current_read_three":
     // Cancellable `map` links, resolved: every body runs and reads `CancellationToken.current`
     // not at all, once, or three times.
