@@ -120,6 +120,11 @@ extension ChainState {
         addMember(in: home, after: upstream, isObserver: isObserver, cancellable: false)
     }
 
+    var isActive: Bool {
+        if case .active = phase { return true }
+        return false
+    }
+
     var isAbandoned: Bool {
         if case .abandoned = phase { return true }
         return false

@@ -126,8 +126,8 @@ public final class CancellablePromise<T>: Thenable, CatchMixin, _CancelHandle, @
         self._key = .none
     }
 
-    /// Wraps `promise`, a step that `storage._reserveStep` reserved as `key` (counting the handle
-    /// this promise is) and `storage._listStep` listed.
+    /// Wraps `promise`, a step that `storage` listed as `key`, counting the handle this promise
+    /// is (`_addStep`, or `_reserveStep` then `_listStep`).
     @inlinable
     init(listedStep promise: Promise<T>, storage: CancelStorage, key: SlotKey) {
         self.promise = promise

@@ -15,3 +15,7 @@ extension CancellablePromiseError: LocalizedError {
     /// A readable description for `localizedDescription`.
     public var errorDescription: String? { "The promise was cancelled" }
 }
+
+/// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
+/// box on every call.
+let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled

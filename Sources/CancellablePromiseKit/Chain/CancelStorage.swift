@@ -61,23 +61,6 @@ import PromiseCore
 
 // MARK: - Storage
 
-/// The fields of a storage guarded by its own lock (its root's or not), with that lock and the
-/// handle count: the storage's header (see `CancelStorage`). The lock word must stay first.
-@usableFromInline
-struct OwnFields {
-    var lock = LockWord()  // must stay the first stored property
-    /// Live handles: `CancellablePromise`s and `CancelContext`s of this storage, and storages
-    /// forwarding here that still have handles of their own. Starts with the handle that
-    /// creates the storage. Updated only atomically (`atomicAdd`): a promise going away costs
-    /// one atomic decrement, and the lock is taken only by the last handle.
-    var handles = 1
-    /// Where this storage's events are decided.
-    var forwarding = CancelStorage.Forwarding.root
-    /// The context `context()` handed out, while it lives: every promise of the chain made here
-    /// returns the same one.
-    weak var publicContext: CancelContext?
-}
-
 /// The lock and state of a chain (see the top of this file), and the attachment of its members'
 /// promises. Never exposed: users hold `CancelContext` handles.
 ///
@@ -91,8 +74,10 @@ struct OwnFields {
 /// checks its address).
 @usableFromInline
 final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachment {
-    // @unchecked: `own`'s fields are only touched with this storage's lock held (the handle
-    // count only atomically), `chain` with its root's.
+    // Not `Sendable` (a `ManagedBuffer` cannot be): its holders share it between threads
+    // unchecked (`nonisolated(unsafe)`, `@unchecked Sendable`), safe because `own`'s fields are
+    // only touched with this storage's lock held (the handle count only atomically), `chain`
+    // with its root's.
 
     /// Where a storage's events are decided: in itself while it is a root, in the root it
     /// forwards to once a join absorbed it.
@@ -116,8 +101,8 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         lockWordDestroy(of: self)
     }
 
-    /// The chain's state machine if this storage is a root; only its table once a join
-    /// absorbed it. Guarded by the lock of the root.
+    /// The chain's state machine if this storage is a root; unused once a join absorbed it (its
+    /// table moved into the root's machine). Guarded by the lock of the root.
     var chain: ChainState {
         @inline(__always) unsafeAddress { UnsafePointer(withUnsafeMutablePointerToElements { $0 }) }
         @inline(__always) unsafeMutableAddress { withUnsafeMutablePointerToElements { $0 } }
@@ -202,10 +187,12 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         }
     }
 
-    /// The one critical section of a chain's events: locks the root, runs `event` with the
-    /// root and this storage as the member's home (the state machine's event is called there),
-    /// unlocks, and runs what the event recorded. Links followed are cancelled at `site`, and
-    /// never reach the chain whose root is `excluded`.
+    /// The critical section of an event that records what to do after the lock (`withRootOnly`
+    /// and `withRoot(common:general:)` are the lighter forms, for events that record nothing or
+    /// only outside their common case): locks the root, runs `event` with the root and this
+    /// storage as the member's home (the state machine's event is called there), unlocks, and
+    /// runs what the event recorded. Links followed are cancelled at `site`, and never reach the
+    /// chain whose root is `excluded`.
     @inline(__always) @discardableResult
     private func withRoot<R>(
         site: CancelSite = .library, excluding excluded: CancelStorage? = nil,
@@ -336,11 +323,6 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
         readRoot { root in root.chain.readTable(home(under: root)) { $0.capacity } }
-    }
-
-    /// Whether the member `key` of this storage is listed (its promise pending and not cancelled).
-    func isListed(_ key: SlotKey) -> Bool {
-        readRoot { root in root.chain.readTable(home(under: root)) { $0.isListed(key) } }
     }
 
     /// The root this storage forwards to now (itself unless absorbed by a join).
@@ -521,7 +503,3 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         }
     }
 }
-
-/// `CancellablePromiseError.cancelled`, boxed once: `cancel()` would otherwise allocate an error
-/// box on every call.
-let boxedCancellation: any Error & Sendable = CancellablePromiseError.cancelled

@@ -72,11 +72,7 @@ struct ChainActions {
         let body = taken.cancelBody
         let link = taken.link
         guard let target = taken.target else {
-            #if DEBUG
-            recorded += [.reject(slot: key, wasPending: false), .release(.init(taken))]
-            #endif
-            drop(.init(cancelBody: body, link: link, target: nil))
-            return true
+            preconditionFailure("ChainActions.reject: a listed member has its promise")
         }
         let rejected = target.settle(rejected: error)
         #if DEBUG

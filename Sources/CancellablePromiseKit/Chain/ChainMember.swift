@@ -8,45 +8,6 @@ import PromiseCore
 // and, for a step's body, the key with the storage it is listed in (see the overview in CancelStorage.swift). Values, captured by whoever needs
 // them: no object per member.
 
-/// What a member holds, released outside the lock (closures may own objects whose `deinit`
-/// runs user code).
-struct MemberContents {
-    /// Stops the promise's task; called at most once, only while the promise is pending.
-    var cancelBody: (() -> Void)?
-    /// Chains this step waits on: cancelled with it.
-    var link: CancelLink?
-    /// The promise to reject when the chain is cancelled.
-    var target: (any CancelTarget)?
-
-    var isEmpty: Bool { cancelBody == nil && link == nil && target == nil }
-}
-
-/// What a member that left its chain held: released after the lock (see
-/// `ChainState.memberSettled`). (An attachment its promise had before it was listed, another
-/// chain's storage, is told by the promise itself: it became a settle listener, see
-/// PromiseCore's `replaceAttachment(with:key:)`.)
-struct LeftMember {
-    var contents = MemberContents()
-    /// The token its running body read (see `ChainState.runningBodyToken`): it completes "not
-    /// cancelled", the member having settled on its own.
-    var token: CancellationToken?
-
-    /// Releases what the member held; its link through `LinkRelease`, without recursing.
-    mutating func release() {
-        if let token {
-            self.token = nil
-            token.complete(cancelled: false)
-        }
-        if let link = contents.link {
-            contents.link = nil
-            var links = [link]
-            LinkRelease.release(&links)
-        }
-    }
-}
-
-// MARK: - A member as its step's body sees it
-
 /// A member of a chain: its home storage and its key there. Captured by step bodies to link the
 /// promises they return, and by observers to pass the chain's cancellation on.
 @usableFromInline

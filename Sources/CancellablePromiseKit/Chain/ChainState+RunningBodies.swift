@@ -1,39 +1,11 @@
 import PromiseCore
 
 // The rule of a running body's token (`CancellationToken.current`), decided by the chain's
-// machine as every other rule: the token of a member whose body runs is made when the body first
-// reads it, cancelled with the chain (or with the member alone, an `autoCancel` loser) while the
-// member is pending, and completed "not cancelled" when the member leaves the chain on its own
-// (its promise settled) or nothing can cancel the chain any more (abandoned). A chain whose
-// bodies never read it keeps no token and pays one word of state.
-
-/// A member of a chain by the table it is listed in (its storage's identity) and its slot
-/// there: what a running body knows its step by.
-struct BodyTokenKey: Hashable {
-    let storage: ObjectIdentifier
-    let slot: UInt32
-}
-
-/// The tokens of a chain's pending members that a running body read.
-typealias BodyTokens = [BodyTokenKey: CancellationToken]
-
-/// What `ChainState.runningBodyToken` answers.
-enum RunningBodyToken: Equatable {
-    /// The member's token, pending (made by this read, or an earlier one).
-    case token(CancellationToken)
-    /// The member was cancelled (with its chain, or alone): a token already cancelled.
-    case cancelled
-    /// Nothing can cancel the member any more (its chain was abandoned): a token that never is.
-    case none
-
-    static func == (a: RunningBodyToken, b: RunningBodyToken) -> Bool {
-        switch (a, b) {
-        case (.token(let x), .token(let y)): return x === y
-        case (.cancelled, .cancelled), (.none, .none): return true
-        default: return false
-        }
-    }
-}
+// machine as its other rules are: the token of a member whose body runs is made when the body
+// first reads it, cancelled with the chain (or with the member alone, an `autoCancel` loser)
+// while the member is pending, and completed "not cancelled" when the member leaves the chain on
+// its own (its promise settled) or nothing can cancel the chain any more (abandoned). A chain
+// whose bodies never read it keeps no token and pays one word of state.
 
 extension ChainState {
     /// The slot a body uses before its promise is a member (the body of a cancellable promise's
@@ -90,12 +62,11 @@ extension ChainState {
         return token
     }
 
-    /// Completes every member's token, cancelled or not, after the lock: the chain was cancelled,
-    /// or abandoned.
-    mutating func endBodyTokens(cancelled: Bool, into actions: inout ChainActions) {
+    /// Completes every member's token "not cancelled" after the lock: the chain was abandoned.
+    mutating func endBodyTokens(into actions: inout ChainActions) {
         guard let tokens = bodyTokens else { return }
         bodyTokens = nil
-        for token in tokens.values { actions.complete(token, cancelled: cancelled) }
+        for token in tokens.values { actions.complete(token, cancelled: false) }
     }
 
     /// The first member of `home`'s table was attached as slot `slot` (see `attach`): the token

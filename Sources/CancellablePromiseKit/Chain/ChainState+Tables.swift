@@ -46,7 +46,7 @@ extension ChainState {
         while index < table.slotCount {
             if table.isListed(index) {
                 actions.release(table.take(index))
-                table.setState(index, .detached)
+                table.detach(index)
             }
             index += 1
         }
@@ -70,7 +70,7 @@ extension ChainState {
             actions.follow(link, error: error)
         }
         actions.release(taken)
-        table.setState(index, .detached)
+        table.detach(index)
     }
 
     /// Rejects the promise of slot `index` under the lock (the one named step that acts under
@@ -90,7 +90,7 @@ extension ChainState {
         if notified {
             table.free(index)
         } else {
-            table.setState(index, .detached)
+            table.detach(index)
         }
     }
 

@@ -1,8 +1,12 @@
 import PromiseCore
 
-// The state machine of a cancellable chain: every rule of a chain's cancellation is decided
-// here, and only here. `CancelStorage` finds and locks the chain's root, calls one event of the
-// root's `ChainState`, unlocks, and runs what the event recorded in `ChainActions`.
+// The state machine of a cancellable chain: its events (here and in ChainState+Tables.swift,
+// ChainState+RunningBodies.swift and ChainState+Group.swift) decide the rules of a chain's
+// cancellation, but for two decided elsewhere: when the last handle goes (an atomic count,
+// CancelHandle.swift), and whether a member's promise was still pending when rejected (by the
+// promise, under its own lock, in `ChainActions.reject`). `CancelStorage` finds and locks the
+// chain's root, calls one event of the root's `ChainState`, unlocks, and runs what the event
+// left to do: what it recorded in `ChainActions`, or what it returned (see ChainActions.swift).
 //
 // What the machine decides, by event:
 // - `reserve`, `list`, `attach`: a new member (a step, or a promise adopted by the chain) is
@@ -33,22 +37,10 @@ import PromiseCore
 // its tests build machines alone. Generations are counted once for every table of the chain
 // (`nextGeneration`), so that a table dropped while empty and made again never repeats a key.
 
-/// Where a member's slot is: the root's own table, or the table of a storage the root absorbed,
-/// named by that storage's identity (the storage the member was listed in; its promise's
-/// attachment).
-struct MemberHome: Equatable {
-    let storage: ObjectIdentifier
-    /// Whether `storage` is the root (its table is the machine's own `table`).
-    let isRoot: Bool
-
-    init(storage: ObjectIdentifier, isRoot: Bool) {
-        self.storage = storage
-        self.isRoot = isRoot
-    }
-}
-
-/// The state of one storage's chain, guarded by the lock of the chain's root: the phase and the
-/// group for a root, only the table for a storage a join absorbed.
+/// The state of a chain, kept by its root's storage and guarded by that storage's lock: the
+/// phase, the root's own table, the tables of the storages it absorbed (`group`) and the tokens
+/// its running bodies read. A storage a join absorbed keeps a state in phase `absorbed` that
+/// nothing reads: its table moved into its root's.
 @usableFromInline
 struct ChainState {
     enum Phase {
@@ -58,7 +50,8 @@ struct ChainState {
         case cancelled(any Error, CancelSite)
         /// No handle left: lists nothing, cancels nothing, never changes again.
         case abandoned
-        /// Absorbed by a join: only `table` is used, by the root's machine.
+        /// Absorbed by a join: its table moved into the root's machine (`absorbed`); this state
+        /// is no longer used.
         case absorbed
     }
 
@@ -105,11 +98,6 @@ struct ChainState {
         case .cancelled, .abandoned: return false
         case .absorbed: preconditionFailure("\(misuse)")
         }
-    }
-
-    var isActive: Bool {
-        if case .active = phase { return true }
-        return false
     }
 
     /// The listed members of the chain, in every table of its group.
@@ -208,7 +196,7 @@ struct ChainState {
         case .abandoned:
             withTable(home) { table in
                 actions.release(table.take(index))
-                table.setState(index, .detached)
+                table.detach(index)
             }
         case .absorbed:
             preconditionFailure("ChainState.list: an absorbed storage lists nothing (lock the root)")
@@ -242,9 +230,9 @@ struct ChainState {
 
     /// The promise of slot `index` in `home`'s table settled: the slot is freed (unless it is no
     /// longer in use: a settle reported twice changes nothing), and what it held is handed back,
-    /// with the attachment the promise had before it was listed, to release and tell after the
-    /// lock. (Returned rather than recorded in `ChainActions`: settling is the most frequent
-    /// event, and it never calls a closure or follows a link.)
+    /// with the token its running body read if any, to release (and complete "not cancelled")
+    /// after the lock. (Returned rather than recorded in `ChainActions`: settling is the most
+    /// frequent event, and it never calls a closure or follows a link.)
     mutating func memberSettled(_ index: Int, in home: MemberHome) -> LeftMember {
         var left = withTable(home) { table -> LeftMember in
             guard index < table.slotCount else { return LeftMember() }
@@ -442,7 +430,7 @@ struct ChainState {
         }
         guard isActiveRoot("ChainState.handlesGone: an absorbed storage counts in its root") else { return false }
         phase = .abandoned
-        if bodyTokens != nil { endBodyTokens(cancelled: false, into: &actions) }
+        if bodyTokens != nil { endBodyTokens(into: &actions) }
         ChainState.abandonTable(&table, into: &actions)
         group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
         return false

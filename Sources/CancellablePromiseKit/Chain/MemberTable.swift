@@ -1,38 +1,9 @@
 import PromiseCore
 
 // The members of one storage, kept in the package's slot table (SlotTable.swift) with the
-// per-member fields and the counts the state machine asks for (listed, observers). What a
-// member's state means and when it changes is decided by `ChainState` (ChainState.swift); this
-// file only stores it.
-
-/// What one slot of a `MemberTable` holds.
-struct MemberSlot: SlotContents {
-    enum State {
-        /// Reserved for a promise being made or attached, and listed before the lock it was
-        /// reserved under is released.
-        case reserved
-        /// Listed: its promise is pending and a cancellation rejects it.
-        case listed
-        /// Left the chain (cancelled, abandoned, or left by a cancellation while its promise had
-        /// settled on its own): holds nothing, and is freed by its promise's settle notification.
-        case detached
-    }
-
-    // With the table's own fields (free, generation), a slot is 80 bytes. A 64-byte layout (the
-    // one-byte fields after the link's tag, the upstream key not optional) saved about 20
-    // instructions per chain link but made the median of the 64,000-step promise loop row 20 %
-    // slower (its fastest iterations were unchanged), so it was not kept.
-    var state = State.reserved
-    /// An observer (`ensure`, `ensureThen`, `tap`): see `ChainState.cancelTable`.
-    var isObserver = false
-    /// Scratch for a cancellation: whether the member waits behind an observer.
-    var waitsBehindObserver: Bool?
-    /// The step this one follows in the chain (in the same table).
-    var upstream: SlotKey?
-    var contents = MemberContents()
-
-    init() {}
-}
+// per-member fields (`MemberSlot`) and the counts the state machine asks for (listed,
+// observers). What a member's state means and when it changes is decided by `ChainState`
+// (ChainState.swift); this file only stores it.
 
 /// The members of one storage: a slot per pending promise of the chain listed there. A chain
 /// with one member allocates no array, and a settled chain holds no storage (see `SlotTable`).
@@ -94,12 +65,11 @@ struct MemberTable {
 
     // MARK: Changing a slot
 
-    /// Moves slot `index` (in use) to `state`, keeping `listedCount`.
+    /// Moves slot `index` (in use) to `detached`, keeping `listedCount`.
     @inline(__always)
-    mutating func setState(_ index: Int, _ state: MemberSlot.State) {
+    mutating func detach(_ index: Int) {
         if isListed(index) { listedCount -= 1 }
-        if case .listed = state { listedCount += 1 }
-        slots.withContents(index) { $0.state = state }
+        slots.withContents(index) { $0.state = .detached }
     }
 
     /// Lists the reserved slot `index`, whose promise is `target`, in one access to the slot.

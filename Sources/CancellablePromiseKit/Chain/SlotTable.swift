@@ -4,42 +4,6 @@
 // shared promise's followers are kept in it. Adding and removing cost O(1) amortised in any
 // order, and the table never holds many more slots than entries were present at once.
 
-/// A slot's place in a `SlotTable`: its index, and the generation of the reservation that took
-/// it. Generations count up across the whole table (wrapping in 32 bits), so a key kept after its
-/// entry left (by a `CancellablePromise`, a step downstream, a bag's caller, a follower) names no
-/// later entry in the same slot, even once an emptied table gave its slots back.
-@usableFromInline
-struct SlotKey: Equatable, Sendable {
-    @usableFromInline let slot: UInt32
-    @usableFromInline let generation: UInt32
-
-    @inlinable init(slot: UInt32, generation: UInt32) {
-        self.slot = slot
-        self.generation = generation
-    }
-
-    /// The key of something that never had a slot (a promise made settled): names no slot.
-    @inlinable static var none: SlotKey { SlotKey(slot: .max, generation: 0) }
-
-    /// The key packed in one word (as a settle notification carries it).
-    init(packed: UInt64) {
-        slot = UInt32(truncatingIfNeeded: packed >> 32)
-        generation = UInt32(truncatingIfNeeded: packed)
-    }
-
-    var packed: UInt64 { UInt64(slot) << 32 | UInt64(generation) }
-}
-
-/// What a slot of a `SlotTable` holds. `init()` makes the contents of a free slot: holding
-/// nothing, so freeing a slot releases what it held.
-protocol SlotContents {
-    init()
-}
-
-extension Optional: SlotContents {
-    init() { self = nil }
-}
-
 /// Slots reused through a free list. The first slot is stored inline, so a table with one entry
 /// at a time allocates no array; the array is released once every slot is free, free slots at
 /// the end are dropped, and the array's storage is given back once it is less than a quarter

@@ -8,7 +8,7 @@ import PromiseCore
 // order, so a handler may cancel, register on or inspect the same token without deadlocking.
 // Each token has its own lock, and no code holds two token locks at once.
 //
-// All of a token's mutable state is one `TokenState` (CancellationTokenState.swift), and every
+// All of a token's mutable state is one `TokenState` (State/TokenState.swift), and every
 // state change is one of its events: a `mutating` method called under the lock that returns
 // what is left to do once the lock is released (`TokenActions`): entries to run, links to
 // remove from operands, and the references to drop. Only the token takes its lock
