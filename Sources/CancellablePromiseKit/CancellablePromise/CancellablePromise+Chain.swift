@@ -90,61 +90,23 @@ extension CancellablePromise {
         }
     }
 
-    /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
-    /// While this chain waits on it, cancelling this chain cancels that promise's chain too;
-    /// once it has settled, the two chains are independent again (a promise returned by
-    /// several chains is cancelled only through a chain that waits on it at that moment). Its
-    /// rejection, cancellation included, flows down this chain as a rejection.
-    ///
-    /// ```swift
-    /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
-    /// chain.cancel()   // cancels login or fetch, whichever is running
-    /// ```
-    ///
-    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
-    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
-    @preconcurrency
-    @inlinable public func then<U>(
-        on: MainActorQueue = .main,
-        flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping @MainActor @Sendable (T) throws -> CancellablePromise<U>
-    ) -> CancellablePromise<U> {
-        then(on: on.queue, flags: flags, _mainActorBody(body))
-    }
-
-    /// Runs `body` with the value, on `on`, and follows the `CancellablePromise` it returns.
-    /// While this chain waits on it, cancelling this chain cancels that promise's chain too;
-    /// once it has settled, the two chains are independent again (a promise returned by
-    /// several chains is cancelled only through a chain that waits on it at that moment). Its
-    /// rejection, cancellation included, flows down this chain as a rejection.
-    ///
-    /// ```swift
-    /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
-    /// chain.cancel()   // cancels login or fetch, whichever is running
-    /// ```
-    ///
-    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
-    /// `on: nil`.
-    @preconcurrency @_disfavoredOverload
-    @inlinable public func then<U>(
-        on: DispatchQueue?,
-        flags: DispatchWorkItemFlags? = nil,
-        _ body: @escaping @Sendable (T) throws -> CancellablePromise<U>
-    ) -> CancellablePromise<U> {
-        step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
-                value -> CancellablePromise<U> in
-                let next = try body(value)
-                member.link(next)
-                return next
-            }
-        }
-    }
-
     /// Runs `body` with the value, on `on`, and follows the thenable it returns. Cancelling the
-    /// chain rejects the result at once; the returned promise's work is cancelled too if its
-    /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
-    /// otherwise it goes on.
+    /// chain rejects the result at once.
+    ///
+    /// A returned `CancellablePromise`: while this chain waits on it, cancelling this chain
+    /// cancels that promise's chain too; once it has settled, the two chains are independent
+    /// again (a promise returned by several chains is cancelled only through a chain that waits
+    /// on it at that moment). Another thenable: its work is cancelled too if its producer
+    /// attached its task (as PromiseFoundation's do) and the chain still waits on it, otherwise
+    /// it goes on. Its rejection, cancellation included, flows down this chain as a rejection.
+    ///
+    /// ```swift
+    /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
+    /// chain.cancel()   // cancels login or fetch, whichever is running
+    /// ```
+    // One `then` for every thenable a body returns (a `CancellablePromise` is told apart when
+    // linked): with a second overload for `CancellablePromise` bodies, both fitted every such
+    // step and the type checker's work doubled with each `then` of a chain (8 steps: ~70 s).
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -158,9 +120,22 @@ extension CancellablePromise {
     }
 
     /// Runs `body` with the value, on `on`, and follows the thenable it returns. Cancelling the
-    /// chain rejects the result at once; the returned promise's work is cancelled too if its
-    /// producer attached its task (as PromiseFoundation's do) and the chain still waits on it,
-    /// otherwise it goes on.
+    /// chain rejects the result at once.
+    ///
+    /// A returned `CancellablePromise`: while this chain waits on it, cancelling this chain
+    /// cancels that promise's chain too; once it has settled, the two chains are independent
+    /// again (a promise returned by several chains is cancelled only through a chain that waits
+    /// on it at that moment). Another thenable: its work is cancelled too if its producer
+    /// attached its task (as PromiseFoundation's do) and the chain still waits on it, otherwise
+    /// it goes on. Its rejection, cancellation included, flows down this chain as a rejection.
+    ///
+    /// ```swift
+    /// let chain = login().then { creds in fetch(avatar: creds.user) }   // both cancellable
+    /// chain.cancel()   // cancels login or fetch, whichever is running
+    /// ```
+    // One `then` for every thenable a body returns (a `CancellablePromise` is told apart when
+    // linked): with a second overload for `CancellablePromise` bodies, both fitted every such
+    // step and the type checker's work doubled with each `then` of a chain (8 steps: ~70 s).
     ///
     /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.
@@ -349,7 +324,63 @@ extension CancellablePromise {
     }
 }
 
-extension Thenable {
+// `then` with a body returning a `CancellablePromise`, on the plain thenables: on `Promise` and
+// `Guarantee`, not on every `Thenable`, so that a `CancellablePromise`'s own `then` is the only
+// one that fits each step of a cancellable chain (see `CancellablePromise.then`).
+
+extension Promise {
+    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
+    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
+    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
+    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
+    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
+    ///
+    /// ```swift
+    /// let finalizer = firstly { login() }.then { creds in
+    ///     fetch(avatar: creds.user).cancellize()
+    /// }.done { image in … }.catch(policy: .allErrors) { … }
+    /// finalizer.cancel()
+    /// ```
+    ///
+    /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
+    /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
+    @preconcurrency
+    @inlinable public func then<U>(
+        on: MainActorQueue = .main,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @MainActor @Sendable (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        then(on: on.queue, flags: flags, _mainActorBody(body))
+    }
+
+    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
+    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
+    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
+    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
+    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
+    ///
+    /// ```swift
+    /// let finalizer = firstly { login() }.then { creds in
+    ///     fetch(avatar: creds.user).cancellize()
+    /// }.done { image in … }.catch(policy: .allErrors) { … }
+    /// finalizer.cancel()
+    /// ```
+    ///
+    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// `on: nil`.
+    @preconcurrency @_disfavoredOverload
+    @inlinable public func then<U>(
+        on: DispatchQueue?,
+        flags: DispatchWorkItemFlags? = nil,
+        _ body: @escaping @Sendable (T) throws -> CancellablePromise<U>
+    ) -> CancellablePromise<U> {
+        // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
+        CancellablePromise<T>(newChain: asPromise()._mirror(), cancel: nil)
+            .then(on: on, flags: flags, body)
+    }
+}
+
+extension Guarantee {
     /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
     /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
     /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
