@@ -177,12 +177,6 @@ public final class Guarantee<T>: Thenable, Sendable {
     }
 }
 
-/// A guarantee of `promise`, which never rejects; its type is inferred, as `Guarantee(promise:)`'s is not
-/// inside `Guarantee`'s own extensions.
-@inlinable func _makeGuarantee<U>(_ promise: Promise<U>) -> Guarantee<U> {
-    Guarantee<U>(promise: promise)
-}
-
 /// Logs when a guarantee's resolve function is released while the guarantee is pending.
 private final class GuaranteeSealer<T>: Sendable {
     let promise: Promise<T>
@@ -250,7 +244,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T.Iterator.Element) -> U
     ) -> Guarantee<[U]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.map(transform) })
+        _mapGuarantee(on: on, flags: flags) { $0.map(transform) }
     }
 
     /// Maps every element to a sequence and flattens.
@@ -276,7 +270,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T.Iterator.Element) -> U
     ) -> Guarantee<[U.Iterator.Element]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.flatMap(transform) })
+        _mapGuarantee(on: on, flags: flags) { $0.flatMap(transform) }
     }
 
     /// Maps every element, dropping `nil`s.
@@ -302,7 +296,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T.Iterator.Element) -> U?
     ) -> Guarantee<[U]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.compactMap(transform) })
+        _mapGuarantee(on: on, flags: flags) { $0.compactMap(transform) }
     }
 
     /// Maps every element to a guarantee and waits for all.
@@ -328,7 +322,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T.Iterator.Element) -> Guarantee<U>
     ) -> Guarantee<[U]> {
-        _makeGuarantee(promise._then(on: on, flags: flags) { when(guarantees: $0.map(transform)) })
+        Guarantee<[U]>(promise: promise._then(on: on, flags: flags) { when(guarantees: $0.map(transform)) })
     }
 
     /// Maps every element to a thenable of a sequence, waits for all and flattens. A guarantee
@@ -386,7 +380,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ isIncluded: @escaping @Sendable (T.Iterator.Element) -> Bool
     ) -> Guarantee<[T.Iterator.Element]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.filter(isIncluded) })
+        _mapGuarantee(on: on, flags: flags) { $0.filter(isIncluded) }
     }
 
     /// The elements sorted by `areInIncreasingOrder`.
@@ -412,7 +406,7 @@ extension Guarantee where T: Sequence {
         flags: DispatchWorkItemFlags? = nil,
         _ areInIncreasingOrder: @escaping @Sendable (T.Iterator.Element, T.Iterator.Element) -> Bool
     ) -> Guarantee<[T.Iterator.Element]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.sorted(by: areInIncreasingOrder) })
+        _mapGuarantee(on: on, flags: flags) { $0.sorted(by: areInIncreasingOrder) }
     }
 }
 
@@ -422,6 +416,6 @@ extension Guarantee where T: Sequence, T.Iterator.Element: Comparable {
         on: DispatchQueue? = conf.Q.map,
         flags: DispatchWorkItemFlags? = nil
     ) -> Guarantee<[T.Iterator.Element]> {
-        _makeGuarantee(promise._map(on: on, flags: flags) { $0.sorted() })
+        _mapGuarantee(on: on, flags: flags) { $0.sorted() }
     }
 }

@@ -73,9 +73,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping @Sendable (T) throws -> U
     ) -> Promise<U.T> {
-        let step = ThenStep<T, U>(queue: on, flags: flags, body: body)
-        asPromise().addHandlerAndDrain(step)
-        return step
+        _then(on: on, flags: flags, body)
     }
 
     /// Transforms the fulfilled value with `transform`, run on `on`. A throw rejects.
@@ -101,9 +99,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T) throws -> U
     ) -> Promise<U> {
-        let step = MapStep<T, U>(queue: on, flags: flags, transform: transform)
-        asPromise().addHandlerAndDrain(step)
-        return step
+        _map(on: on, flags: flags, transform)
     }
 
     /// Like `map`, but a `nil` result rejects with `PMKError.compactMap`.
@@ -166,9 +162,7 @@ extension Thenable {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping @Sendable (T) throws -> Void
     ) -> Promise<Void> {
-        let step = MapStep<T, Void>(queue: on, flags: flags, transform: body)
-        asPromise().addHandlerAndDrain(step)
-        return step
+        _map(on: on, flags: flags, body)
     }
 
     /// Runs `body` with the fulfilled value, on `on`, and passes the value on. A throw rejects.
@@ -238,8 +232,8 @@ extension Thenable {
 // MARK: - Without a body type of their own
 
 extension Thenable {
-    /// `map` for the library's own bodies, built from a body of the caller's: the caller's type
-    /// says where that body runs.
+    /// The step of `map` and `done`, for a body of any type: the public operators pass theirs
+    /// (whose type says where it runs), the library its own bodies built around a caller's.
     @inlinable package func _map<U>(
         on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ transform: @escaping (T) throws -> U
     ) -> Promise<U> {
@@ -248,7 +242,7 @@ extension Thenable {
         return step
     }
 
-    /// `then` for the library's own bodies, as `_map`.
+    /// The step of `then`, as `_map`.
     @inlinable package func _then<U: Thenable>(
         on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) throws -> U
     ) -> Promise<U.T> {

@@ -64,8 +64,8 @@ extension CancellablePromise {
         step(isObserver: true, make)
     }
 
-    /// `map` for the library's own bodies, built from a body of the caller's: the caller's type
-    /// says where that body runs.
+    /// The step of `map` and `done`, for a body of any type: the public operators pass theirs
+    /// (whose type says where it runs), the library its own bodies built around a caller's.
     @inlinable
     func _mapCancellable<U>(
         on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ transform: @escaping (T) throws -> U
@@ -75,14 +75,13 @@ extension CancellablePromise {
         }
     }
 
-    /// `then` (of a `CancellablePromise`) for the library's own bodies, as `_mapCancellable`.
+    /// The step of `then`, as `_mapCancellable`: it links what the body returns.
     @inlinable
-    func _thenCancellable<U>(
-        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) throws -> CancellablePromise<U>
-    ) -> CancellablePromise<U> {
+    func _thenCancellable<U: Thenable>(
+        on: DispatchQueue?, flags: DispatchWorkItemFlags?, _ body: @escaping (T) throws -> U
+    ) -> CancellablePromise<U.T> {
         step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) {
-                value -> CancellablePromise<U> in
+            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { value -> U in
                 let next = try body(value)
                 member.link(next)
                 return next
@@ -145,13 +144,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping @Sendable (T) throws -> U
     ) -> CancellablePromise<U.T> {
-        step { member in
-            promise._makeThen(on: on, flags: flags, attachment: member.storage, key: member.key.slot) { value -> U in
-                let next = try body(value)
-                member.link(next)
-                return next
-            }
-        }
+        _thenCancellable(on: on, flags: flags, body)
     }
 
     /// Transforms the value on `on`; not run once the chain is cancelled.
@@ -179,9 +172,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ transform: @escaping @Sendable (T) throws -> U
     ) -> CancellablePromise<U> {
-        plainStep { storage, key in
-            promise._makeMap(on: on, flags: flags, attachment: storage, key: key, transform)
-        }
+        _mapCancellable(on: on, flags: flags, transform)
     }
 
     /// Like `map`; `nil` rejects with `PMKError.compactMap`.
@@ -244,8 +235,7 @@ extension CancellablePromise {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping @Sendable (T) throws -> Void
     ) -> CancellablePromise<Void> {
-        plainStep { storage, key in promise._makeMap(on: on, flags: flags, attachment: storage, key: key, body)
-        }
+        _mapCancellable(on: on, flags: flags, body)
     }
 
     /// Runs `body` with the value on `on` and passes it on; not run once cancelled.

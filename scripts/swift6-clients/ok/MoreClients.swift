@@ -1,7 +1,8 @@
 // More race-free client code: guarantees, after, when, retry, latest wins, shared work, bags, tokens.
+
+import CancellablePromiseKit
 import Dispatch
 import Foundation
-import CancellablePromiseKit
 
 @MainActor final class MoreScreen {
     var title = ""

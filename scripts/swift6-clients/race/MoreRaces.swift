@@ -1,7 +1,8 @@
 // More data races a Swift 6 client must be told about.
+
+import CancellablePromiseKit
 import Dispatch
 import Foundation
-import CancellablePromiseKit
 
 nonisolated final class Tally { var n = 0 }
 
