@@ -5,8 +5,9 @@ import XCTest
 @testable import CancellablePromiseKit
 
 // A cancel that follows many links costs O(n), not O(n²). One cancel collects the rejections
-// of every chain it reaches in one list; these tests count how often that list grew
-// (`ChainActions.rejectionListGrowths`, debug builds) instead of timing the cancel. Making room
+// of every chain it reaches in one list (each reached chain's event returns its own, which the
+// first one adopts); these tests count how often that list grew once it held some
+// (`ChainEffects.rejectionListGrowths`, debug builds) instead of timing the cancel. Making room
 // for exactly one more chain at a time grows (and copies) the list once per chain reached:
 // quadratic in the chains.
 
@@ -14,7 +15,7 @@ import XCTest
 final class CancelLinkScalingTests: XCTestCase {
     private let chains = 4_000
 
-    private var growths: Int { ChainActions.rejectionListGrowths.withLock { $0 } }
+    private var growths: Int { ChainEffects.rejectionListGrowths.withLock { $0 } }
 
     /// Growths allowed for a cancel reaching `count` promises: geometric growth doubles the list
     /// each time, so about log2(count), with room for other tests' stray cancels.

@@ -3,14 +3,11 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
-// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
-// or `forwardingHops`, which exist only in debug builds of the library.
-#if DEBUG
-
 // The rules of cancelling, abandoning and joining chains, at the level of the state machine
 // that decides them (`ChainState`), in the manner of ChainStateTests: events sent by hand, with
-// no thread and no lock, each asserted by what it recorded (`ChainActions.recorded`); tables are
-// read only where the state itself is the rule (a phase, the storages a group lists).
+// no thread and no lock, each asserted by what it returned (its `ChainOutcome`); the state is
+// read through its documented queries only where the state itself is the rule (an absorbed
+// root's phase, the storages a group lists).
 
 final class ChainStateCancelTests: XCTestCase {
     private let error = ChainError(number: 1)
@@ -22,41 +19,41 @@ final class ChainStateCancelTests: XCTestCase {
     /// settles it normally": the last handle of an active chain abandons it.
     func testTheLastHandleOfAnActiveChainAbandonsItReleasingClosuresUncalledAndLeavingPromisesPending() {
         var chain = Chain(members: 3)
-        var actions = chain.releaseLastHandle()
-        assertRecorded(actions, [.releasedMember, .releasedMember, .releasedMember])
-        XCTAssertTrue(chain.state.isAbandoned)
-        XCTAssertEqual(chain.table.inUse, 3, "slots are freed by their promises' settle notifications")
-        for member in chain.members { assertPending(member) }
-        actions.run()
+        var abandoning = chain.releaseLastHandle()
+        assertReturned(abandoning, [.releasedMember, .releasedMember, .releasedMember])
+        XCTAssertEqual(chain.phase, .abandoned)
+        for member in chain.members {
+            assertDetached(member, in: chain)  // freed by its promise's settle notification
+            assertPending(member)
+        }
+        abandoning.run()
         for member in chain.members { assertReleasedUncalled(member.cancel) }
     }
 
     /// "A cancelled chain ... never changes again": its last handle does not abandon it.
     func testACancelledChainIsNotAbandonedByItsLastHandle() {
         var chain = Chain(members: 1)
-        assertRecorded(chain.cancel(with: error).actions, rejectedAndCalled(chain.members))
-        assertNothingRecorded(chain.releaseLastHandle())
+        assertReturned(chain.cancel(with: error), rejectedAndCalled(chain.members))
+        assertNone(chain.releaseLastHandle())
         XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
-        XCTAssertFalse(chain.state.isAbandoned)
+        XCTAssertEqual(chain.phase, .cancelled)
     }
 
     /// Nothing can cancel an abandoned chain, and a second last handle changes nothing.
     func testAnAbandonedChainIsNeitherCancelledNorAbandonedAgain() {
         var chain = Chain(members: 2)
         var abandoning = chain.releaseLastHandle()
-        assertRecorded(abandoning, [.releasedMember, .releasedMember])
+        assertReturned(abandoning, [.releasedMember, .releasedMember])
         abandoning.run()
         let saved = chain.state
 
-        let (cancelled, actions) = chain.cancel(with: error)
-        XCTAssertFalse(cancelled)
-        assertNothingRecorded(actions)
+        assertNone(chain.cancel(with: error), "an abandoned chain is not cancelled")
         XCTAssertNil(chain.state.cancelledError)
         for member in chain.members { assertPending(member) }
 
         chain.state = saved
-        assertNothingRecorded(chain.releaseLastHandle())
-        XCTAssertTrue(chain.state.isAbandoned)
+        assertNone(chain.releaseLastHandle())
+        XCTAssertEqual(chain.phase, .abandoned)
     }
 
     /// Abandoning reaches every table of a joined group: the absorbed storages' members release
@@ -65,13 +62,12 @@ final class ChainStateCancelTests: XCTestCase {
         let (root, absorbed) = rootAbsorbing(2)
         let members = absorbed.map { root.chain.addMember(in: $0.home(under: root)) }
         let own = root.chain.addMember(in: root.ownHome)
-        var actions = ChainActions()
-        XCTAssertFalse(root.chain.handlesGone(of: root.ownHome, into: &actions))
-        assertRecorded(
-            actions, [.releasedMember, .releasedMember, .releasedMember], "the root's own table, then each absorbed one"
-        )
-        XCTAssertTrue(root.chain.isAbandoned)
-        actions.run()
+        var abandoning = root.chain.handlesGone(of: root.ownHome)
+        assertReturned(
+            abandoning, [.releasedMember, .releasedMember, .releasedMember],
+            "the member of the root's own table and of each absorbed one")
+        XCTAssertEqual(root.phase, .abandoned)
+        abandoning.run()
         for member in members + [own] {
             assertPending(member)
             assertReleasedUncalled(member.cancel)
@@ -84,10 +80,10 @@ final class ChainStateCancelTests: XCTestCase {
     func testACancelledFollowerWithdrawsItsInterestAndAnAbandonedOneKeepsIt() {
         var cancelledFollower = Chain(members: 1)
         var abandonedFollower = Chain(members: 1)
-        var cancelling = cancelledFollower.cancel(with: boxedCancellation).actions
+        var cancelling = cancelledFollower.cancel(with: boxedCancellation)
         var abandoning = abandonedFollower.releaseLastHandle()
-        assertRecorded(cancelling, rejectedAndCalled(cancelledFollower.members))
-        assertRecorded(abandoning, [.releasedMember])
+        assertReturned(cancelling, rejectedAndCalled(cancelledFollower.members))
+        assertReturned(abandoning, [.releasedMember])
         cancelling.run()
         abandoning.run()
         assertCalledOnce(cancelledFollower.members[0].cancel)
@@ -101,29 +97,25 @@ final class ChainStateCancelTests: XCTestCase {
     /// then, outside the lock, the cancel closures run", each exactly once.
     func testCancelRejectsEveryListedPromiseBeforeItReturnsAndCallsEachClosureOnceAfter() {
         var chain = Chain(members: 3)
-        let cancelling = chain.cancel(with: error)
-        var actions = cancelling.actions
-        XCTAssertTrue(cancelling.cancelled)
-        assertRecorded(actions, rejectedAndCalled(chain.members), "in chain order, each closure once")
+        var cancelling = chain.cancel(with: error)
+        assertReturned(cancelling, rejectedAndCalled(chain.members), "each promise rejected, each closure once")
         XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
-        XCTAssertEqual(chain.table.inUse, 0, "a member rejected under the lock needs no notification")
         for member in chain.members {
             assertRejected(member, with: error)
+            assertFreed(member, in: chain)  // rejected under the lock: no notification needed
             assertNotCalled(member.cancel)
         }
-        actions.run()
+        cancelling.run()
         for member in chain.members { assertCalledOnce(member.cancel) }
     }
 
-    /// A chain is cancelled once: a second cancel records nothing and keeps the first error.
-    func testASecondCancelRecordsNothingAndKeepsTheFirstError() {
+    /// A chain is cancelled once: a second cancel returns nothing and keeps the first error.
+    func testASecondCancelReturnsNothingAndKeepsTheFirstError() {
         var chain = Chain(members: 2)
-        var first = chain.cancel(with: error).actions
-        assertRecorded(first, rejectedAndCalled(chain.members))
+        var first = chain.cancel(with: error)
+        assertReturned(first, rejectedAndCalled(chain.members))
         first.run()
-        let (cancelled, actions) = chain.cancel(with: otherError)
-        XCTAssertFalse(cancelled)
-        assertNothingRecorded(actions)
+        assertNone(chain.cancel(with: otherError))
         XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
         for member in chain.members {
             assertRejected(member, with: error)
@@ -137,12 +129,10 @@ final class ChainStateCancelTests: XCTestCase {
         var chain = Chain(members: 2)
         for member in chain.members {
             var settling = chain.settle(member)
-            assertRecorded(settling, [.releasedMember])
+            assertLeft(settling, holding: [.releasedMember])
             settling.run()
         }
-        let (cancelled, actions) = chain.cancel(with: error)
-        XCTAssertTrue(cancelled)
-        assertNothingRecorded(actions)
+        assertNone(chain.cancel(with: error))
         XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
         for member in chain.members { assertReleasedUncalled(member.cancel) }
     }
@@ -154,14 +144,14 @@ final class ChainStateCancelTests: XCTestCase {
         var chain = Chain(members: 1)
         let member = chain.members[0]
         member.resolver.fulfill(7)
-        var actions = chain.cancel(with: error).actions
-        assertRecorded(actions, [.reject(slot: member.slot, wasPending: false), .releasedMember])
+        var cancelling = chain.cancel(with: error)
+        assertReturned(cancelling, [.releasedMember], "not rejected: released uncalled")
         XCTAssertEqual(member.promise.value, 7)
-        XCTAssertEqual(chain.table.inUse, 1, "the slot waits for the notification")
-        actions.run()
+        assertDetached(member, in: chain)
+        cancelling.run()
         assertReleasedUncalled(member.cancel)
-        assertNothingRecorded(afterTheLock(chain.state.memberSettled(member.index, in: chain.home)))
-        XCTAssertEqual(chain.table.inUse, 0)
+        assertLeft(chain.state.memberSettled(member.index, in: chain.home))
+        assertFreed(member, in: chain)
     }
 
     /// What a bag or `autoCancel` asks (`cancelIfListed`): the chain is cancelled only while the
@@ -171,19 +161,15 @@ final class ChainStateCancelTests: XCTestCase {
         let (member, other) = (chain.members[0], chain.members[1])
         // A copy restores the machine, not the promises: the case that settles none comes last.
         let saved = chain.state
-        assertRecorded(chain.settle(member), [.releasedMember])
-        var ignored = ChainActions()
-        chain.state.cancelIfListed(member.key, in: chain.home, root: chain.root.id, into: &ignored)
-        assertNothingRecorded(ignored)
-        XCTAssertTrue(chain.state.isActive)
+        assertLeft(chain.settle(member), holding: [.releasedMember])
+        assertNone(chain.state.cancelIfListed(member.key, in: chain.home, root: chain.root.id))
+        XCTAssertEqual(chain.phase, .active)
 
         chain.state = saved
-        var actions = ChainActions()
-        chain.state.cancelIfListed(other.key, in: chain.home, root: chain.root.id, into: &actions)
+        let cancelling = chain.state.cancelIfListed(other.key, in: chain.home, root: chain.root.id)
         // The restored machine still lists `member`, whose promise settled above: it is found
         // settled, not rejected, and its closure released.
-        assertRecorded(
-            actions, [.reject(slot: member.slot, wasPending: false), .releasedMember] + rejectedAndCalled([other]))
+        assertReturned(cancelling, [.releasedMember] + rejectedAndCalled([other]))
         XCTAssertEqual(chain.state.cancelledError as? CancellablePromiseError, .cancelled)
         assertRejected(other, with: CancellablePromiseError.cancelled)
     }
@@ -203,33 +189,33 @@ final class ChainStateCancelTests: XCTestCase {
         let further = chain.state.addStep(in: home, after: behind)
         let unrelated = chain.state.addMember(in: home)
         let linked = Probe()
-        assertNothingRecorded(chain.link(further, .task(linked.makeBody()), whileBodyRuns: true))
+        assertNone(chain.link(further, .task(linked.makeBody()), whileBodyRuns: true))
 
-        var actions = chain.cancel(with: error).actions
-        assertRecorded(
-            actions,
-            [
-                .reject(slot: head.slot, wasPending: true), .call,
-                .reject(slot: step.slot, wasPending: true),
-                .release([.promise]),  // the observer: detached, left pending
-                .release([.promise]),  // behind it
-                .follow(.task, error), .release([.promise]),  // further behind: its link cancelled
-                .reject(slot: unrelated.slot, wasPending: true), .call,
-            ])
-        for member in [head, step, unrelated] { assertRejected(member, with: error) }
-        for member in [observer, behind, further] { assertPending(member) }
-        XCTAssertEqual(chain.table.inUse, 3, "the detached members wait for their notifications")
-        assertFollowed(&actions, linked, with: error)
-        actions.run()
+        var cancelling = chain.cancel(with: error)
+        let theStep: [Returned] = [.rejected, .release(.promise)]  // no closure
+        // The observer and the members behind it: detached, left pending; the last one's link
+        // is cancelled.
+        let waiting: [Returned] = [.release(.promise), .release(.promise), .release(.promise), .follow(.task, error)]
+        assertReturned(cancelling, rejectedAndCalled([head, unrelated]) + theStep + waiting)
+        for member in [head, step, unrelated] {
+            assertRejected(member, with: error)
+            assertFreed(member, in: chain)
+        }
+        for member in [observer, behind, further] {
+            assertPending(member)
+            assertDetached(member, in: chain)  // waits for its notification
+        }
+        assertFollowed(&cancelling, linked, with: error)
+        cancelling.run()
         assertCalledOnce(head.cancel)
         assertCalledOnce(unrelated.cancel)
 
         // Each settles when the observer ahead passes the cancellation on, and frees its slot.
         for member in [observer, behind, further] {
             member.resolver.reject(error)
-            assertNothingRecorded(afterTheLock(chain.state.memberSettled(member.index, in: home)))
+            assertLeft(chain.state.memberSettled(member.index, in: home))
+            assertFreed(member, in: chain)
         }
-        XCTAssertEqual(chain.table.inUse, 0)
     }
 
     // MARK: Exactly the losers
@@ -241,30 +227,31 @@ final class ChainStateCancelTests: XCTestCase {
         var chain = Chain(members: 3)
         let (winner, loser, other) = (chain.members[0], chain.members[1], chain.members[2])
         let linked = Probe()
-        assertNothingRecorded(chain.link(loser, .task(linked.makeBody()), whileBodyRuns: true))
-        var actions = chain.cancelLoser(loser, sharesChainWithWinner: true)
-        assertRecorded(
-            actions, rejectedAndCalled([loser]) + [.follow(.task, CancellablePromiseError.cancelled)],
+        assertNone(chain.link(loser, .task(linked.makeBody()), whileBodyRuns: true))
+        var losing = chain.cancelLoser(loser, sharesChainWithWinner: true)
+        assertReturned(
+            losing, rejectedAndCalled([loser]) + [.follow(.task, CancellablePromiseError.cancelled)],
             "the loser alone: its promise, its closure, its link")
         assertRejected(loser, with: CancellablePromiseError.cancelled)
-        XCTAssertTrue(chain.state.isActive, "the winner's chain is not cancelled")
-        assertFollowed(&actions, linked, with: CancellablePromiseError.cancelled)
-        actions.run()
+        XCTAssertEqual(chain.phase, .active, "the winner's chain is not cancelled")
+        assertFollowed(&losing, linked, with: CancellablePromiseError.cancelled)
+        losing.run()
         assertCalledOnce(loser.cancel)
         assertNotCalled(winner.cancel)
         assertNotCalled(other.cancel)
         // The others are still listed; the loser is not any more.
-        assertRecorded(chain.cancel(with: error).actions, rejectedAndCalled([winner, other]))
+        assertReturned(chain.cancel(with: error), rejectedAndCalled([winner, other]))
+        for member in [winner, other] { assertRejected(member, with: error) }
     }
 
     /// A loser whose chain the winner does not share has its whole chain cancelled.
     func testALoserInAnotherChainHasItsWholeChainCancelled() {
         var chain = Chain(members: 2)
-        var actions = chain.cancelLoser(chain.members[0], sharesChainWithWinner: false)
-        assertRecorded(actions, rejectedAndCalled(chain.members))
+        var losing = chain.cancelLoser(chain.members[0], sharesChainWithWinner: false)
+        assertReturned(losing, rejectedAndCalled(chain.members))
         XCTAssertEqual(chain.state.cancelledError as? CancellablePromiseError, .cancelled)
         for member in chain.members { assertRejected(member, with: CancellablePromiseError.cancelled) }
-        actions.run()
+        losing.run()
         for member in chain.members { assertCalledOnce(member.cancel) }
     }
 
@@ -277,11 +264,12 @@ final class ChainStateCancelTests: XCTestCase {
         let saved = chain.state
         for shares in [true, false] {
             chain.state = saved
-            assertNothingRecorded(chain.cancelLoser(chain.members[0], sharesChainWithWinner: shares))
-            XCTAssertTrue(chain.state.isActive)
+            assertNone(chain.cancelLoser(chain.members[0], sharesChainWithWinner: shares))
+            XCTAssertEqual(chain.phase, .active)
         }
         // The other member is still listed.
-        assertRecorded(chain.cancel(with: error).actions, rejectedAndCalled([chain.members[1]]))
+        assertReturned(chain.cancel(with: error), rejectedAndCalled([chain.members[1]]))
+        assertRejected(chain.members[1], with: error)
     }
 
     // MARK: Union-by-size joins
@@ -291,16 +279,15 @@ final class ChainStateCancelTests: XCTestCase {
     /// the other.
     func testJoinAbsorbsTheRootWhoseGroupIsSmaller() {
         for smallerFirst in [true, false] {
-            let (larger, absorbed) = rootAbsorbing(2)
+            let (larger, _) = rootAbsorbing(2)
             let smaller = Node()
-            let (absorption, actions) = smallerFirst ? join(smaller, larger) : join(larger, smaller)
-            assertNothingRecorded(actions, "joining two active chains leaves nothing to do")
-            XCTAssertEqual(absorption, .init(absorbed: smaller.id, root: larger.id, countsAsHandle: true))
-            XCTAssertTrue(smaller.chain.isAbsorbed)
-            XCTAssertTrue(larger.chain.isActive)
-            XCTAssertEqual(larger.chain.absorbed.count, 3, "the smaller root's table moved into the larger's machine")
-            XCTAssertTrue(larger.chain.absorbed.contains(smaller.id))
-            withExtendedLifetime(absorbed) {}
+            let joined = smallerFirst ? join(smaller, larger) : join(larger, smaller)
+            assertNone(joined.outcome, "joining two active chains leaves nothing to do")
+            XCTAssertEqual(joined.absorption, .init(absorbed: smaller.id, root: larger.id, countsAsHandle: true))
+            XCTAssertEqual(smaller.chain.phaseName, .absorbed)
+            XCTAssertEqual(larger.phase, .active)
+            XCTAssertEqual(larger.chain.absorbedCount, 3, "the smaller root's table moved into the larger's machine")
+            XCTAssertTrue(larger.chain.contains(smaller.id, root: larger.id))
         }
     }
 
@@ -312,19 +299,20 @@ final class ChainStateCancelTests: XCTestCase {
         let before = other.chain.addMember(in: other.ownHome)
         let own = root.chain.addMember(in: root.ownHome)
         let second = root.chain.addMember(in: root.ownHome)
-        let joining = join(other, root)
-        assertNothingRecorded(joining.actions)
-        XCTAssertEqual(joining.absorption?.absorbed, other.id)
+        let joined = join(other, root)
+        assertNone(joined.outcome)
+        XCTAssertEqual(joined.absorption?.absorbed, other.id)
         let after = root.chain.addMember(in: other.home(under: root))
 
-        var actions = ChainActions()
-        XCTAssertTrue(root.chain.cancel(with: error, at: .library, root: root.id, into: &actions))
-        assertRecorded(
-            actions, rejectedAndCalled([own, second, before, after]), "the root's table, then the absorbed one")
-        for member in [before, after, own] { assertRejected(member, with: error) }
-        XCTAssertEqual(other.table(under: root).inUse, 0, "the rejected members left the absorbed table")
-        actions.run()
-        for member in [before, after, own] { assertCalledOnce(member.cancel) }
+        var cancelling = root.chain.cancel(with: error, at: .library, root: root.id)
+        assertReturned(
+            cancelling, rejectedAndCalled([own, second, before, after]), "the root's table and the absorbed one")
+        for member in [before, after, own, second] { assertRejected(member, with: error) }
+        for member in [before, after] {
+            assertFreed(member, in: root.chain, at: other.home(under: root))  // left the absorbed table
+        }
+        cancelling.run()
+        for member in [before, after, own, second] { assertCalledOnce(member.cancel) }
     }
 
     /// "Joining a cancelled chain cancels the other": the cancelled root absorbs the other,
@@ -333,25 +321,23 @@ final class ChainStateCancelTests: XCTestCase {
     func testJoiningACancelledRootCancelsTheOtherChainsTablesWithItsError() {
         for cancelledFirst in [true, false] {
             let cancelledRoot = Node()
-            var cancelling = ChainActions()
-            cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot.id, into: &cancelling)
+            assertNone(cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot.id))
             let (active, absorbed) = rootAbsorbing(1)
             let own = active.chain.addMember(in: active.ownHome)
             let inAbsorbed = active.chain.addMember(in: absorbed[0].home(under: active))
 
-            let joining = cancelledFirst ? join(cancelledRoot, active) : join(active, cancelledRoot)
-            let absorption = joining.absorption
-            var actions = joining.actions
-            assertRecorded(
-                actions, rejectedAndCalled([own, inAbsorbed]), "the other root's table, then the one it absorbed")
-            XCTAssertEqual(absorption, .init(absorbed: active.id, root: cancelledRoot.id, countsAsHandle: false))
-            XCTAssertTrue(active.chain.isAbsorbed)
+            let joined = cancelledFirst ? join(cancelledRoot, active) : join(active, cancelledRoot)
+            XCTAssertEqual(joined.absorption, .init(absorbed: active.id, root: cancelledRoot.id, countsAsHandle: false))
+            var joining = joined.outcome
+            assertReturned(
+                joining, rejectedAndCalled([own, inAbsorbed]), "the other root's table and the one it absorbed")
+            XCTAssertEqual(active.chain.phaseName, .absorbed)
             XCTAssertEqual(cancelledRoot.chain.listedCount, 0, "a cancelled chain lists nothing")
             for member in [own, inAbsorbed] {
                 assertRejected(member, with: error)
                 assertNotCalled(member.cancel)
             }
-            actions.run()
+            joining.run()
             for member in [own, inAbsorbed] { assertCalledOnce(member.cancel) }
         }
     }
@@ -359,35 +345,31 @@ final class ChainStateCancelTests: XCTestCase {
     /// "Nothing can cancel" an abandoned chain, and two cancelled chains have nothing left to
     /// cancel: such a join decides nothing, in either order.
     func testJoinDoesNothingWhenEitherChainIsAbandonedOrBothAreCancelled() {
-        func abandoned() -> Node {
+        func made(_ phase: ChainState.PhaseName) -> (root: Node, member: Member?) {
             let storage = Node()
-            var actions = ChainActions()
-            _ = storage.chain.handlesGone(of: storage.ownHome, into: &actions)
-            return storage
+            switch phase {
+            case .abandoned: assertNone(storage.chain.handlesGone(of: storage.ownHome))
+            case .cancelled: assertNone(storage.chain.cancel(with: error, at: .library, root: storage.id))
+            case .active: return (storage, storage.chain.addMember(in: storage.ownHome))
+            case .absorbed: XCTFail("not a root")
+            }
+            return (storage, nil)
         }
-        func cancelled() -> Node {
-            let storage = Node()
-            var actions = ChainActions()
-            storage.chain.cancel(with: error, at: .library, root: storage.id, into: &actions)
-            return storage
-        }
-        func active() -> Node { Node() }
-        let pairs: [(String, Node, Node)] = [
-            ("abandoned + active", abandoned(), active()), ("active + abandoned", active(), abandoned()),
-            ("abandoned + cancelled", abandoned(), cancelled()), ("cancelled + cancelled", cancelled(), cancelled()),
+        let pairs: [(ChainState.PhaseName, ChainState.PhaseName)] = [
+            (.abandoned, .active), (.active, .abandoned), (.abandoned, .cancelled), (.cancelled, .cancelled),
         ]
-        for (name, a, b) in pairs {
-            let member = b.chain.addMemberIfActive(in: b.ownHome)
-            let (absorption, actions) = join(a, b)
-            XCTAssertNil(absorption, name)
-            assertNothingRecorded(actions, name)
-            XCTAssertFalse(a.chain.isAbsorbed || b.chain.isAbsorbed, name)
+        for (aPhase, bPhase) in pairs {
+            let name = "\(aPhase) + \(bPhase)"
+            let (a, _) = made(aPhase)
+            let (b, member) = made(bPhase)
+            let joined = join(a, b)
+            XCTAssertNil(joined.absorption, name)
+            assertNone(joined.outcome, name)
+            XCTAssertEqual([a.chain.phaseName, b.chain.phaseName], [aPhase, bPhase], "neither is absorbed: \(name)")
             if let member {
                 // Still listed in its own, still active chain.
-                XCTAssertTrue(b.chain.isActive, name)
-                var cancelling = ChainActions()
-                b.chain.cancel(with: error, at: .library, root: b.id, into: &cancelling)
-                assertRecorded(cancelling, rejectedAndCalled([member]), name)
+                let cancelling = b.chain.cancel(with: error, at: .library, root: b.id)
+                assertReturned(cancelling, rejectedAndCalled([member]), name)
             }
         }
     }
@@ -403,33 +385,35 @@ final class ChainStateCancelTests: XCTestCase {
         for _ in 0..<4 {
             let storage = Node()
             let member = storage.chain.addMember(in: storage.ownHome)
-            assertNothingRecorded(join(storage, root).actions)
+            assertNone(join(storage, root).outcome)
             busy.append((storage, member))
         }
         var empty: [Node] = []
         for _ in 0..<100 {
             let storage = Node()
-            assertNothingRecorded(join(storage, root).actions)
-            var released = ChainActions()
-            XCTAssertTrue(root.chain.handlesGone(of: storage.home(under: root), into: &released), "it held")
-            assertNothingRecorded(released, "an idle storage is dropped, nothing is released")
+            assertNone(join(storage, root).outcome)
+            assertReturned(
+                root.chain.handlesGone(of: storage.home(under: root)), [.releasesHold],
+                "it held; nothing else is released")
             empty.append(storage)
         }
-        XCTAssertLessThan(root.chain.absorbed.count, busy.count + empty.count / 2)
+        XCTAssertLessThan(root.chain.absorbedCount, busy.count + empty.count / 2)
         for (storage, _) in busy {
-            XCTAssertTrue(root.chain.absorbed.contains(storage.id), "a busy table stays in the group")
+            XCTAssertTrue(root.chain.contains(storage.id, root: root.id), "a busy table stays in the group")
+            XCTAssertFalse(root.dropped(storage))
         }
-        guard let dropped = empty.first(where: { !root.chain.absorbed.contains($0.id) }) else {
+        guard let dropped = empty.first(where: { root.dropped($0) }) else {
             return XCTFail("no empty table was dropped")
         }
 
+        let tables = root.chain.absorbedCount
         let relisted = root.chain.addMember(in: dropped.home(under: root))
-        XCTAssertTrue(root.chain.absorbed.contains(dropped.id), "reserving a slot makes its table again")
-        var cancelling = ChainActions()
-        root.chain.cancel(with: error, at: .library, root: root.id, into: &cancelling)
-        assertRecorded(
+        XCTAssertEqual(root.chain.absorbedCount, tables + 1, "reserving a slot makes its table again")
+        XCTAssertTrue(root.chain.contains(dropped.id, root: root.id))
+        let cancelling = root.chain.cancel(with: error, at: .library, root: root.id)
+        assertReturned(
             cancelling, rejectedAndCalled(busy.map(\.member) + [relisted]),
-            "each busy table, then the relisted one, are cancelled")
+            "each busy table and the relisted one are cancelled")
         assertRejected(relisted, with: error)
         for (_, member) in busy { assertRejected(member, with: error) }
     }
@@ -445,4 +429,3 @@ final class ChainStateCancelTests: XCTestCase {
         observer.resolver.fulfill(1)
     }
 }
-#endif

@@ -3,10 +3,6 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
-// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
-// or `forwardingHops`, which exist only in debug builds of the library.
-#if DEBUG
-
 // The rules of handles and joins, pinned at the level of the state machine (`handlesGone`,
 // `join`): which storage stops counting as a handle when its own last handle goes, what moves
 // into the absorbing root's machine, and that a key never names a later member even when its
@@ -21,31 +17,26 @@ final class ChainStateHandleTests: XCTestCase {
     func testTheLastHandleOfAnAbsorbedStorageReleasesItsHoldOnItsRootOnce() {
         let (root, absorbed) = rootAbsorbing(1)
         let member = root.chain.addMember(in: absorbed[0].home(under: root))
-        var actions = ChainActions()
-        XCTAssertTrue(root.chain.handlesGone(of: absorbed[0].home(under: root), into: &actions), "its hold is released")
-        assertNothingRecorded(actions, "an absorbed storage's handles abandon nothing")
-        XCTAssertTrue(root.chain.isActive)
-        XCTAssertFalse(root.chain.handlesGone(of: absorbed[0].home(under: root), into: &actions), "released once")
-        assertNothingRecorded(actions)
+        let home = absorbed[0].home(under: root)
+        assertReturned(root.chain.handlesGone(of: home), [.releasesHold], "its hold is released, nothing abandoned")
+        XCTAssertEqual(root.phase, .active)
+        assertNone(root.chain.handlesGone(of: home), "released once")
 
         // The member stays listed in the active chain: cancelling the chain still reaches it.
-        var cancelling = ChainActions()
-        root.chain.cancel(with: error, at: .library, root: root.id, into: &cancelling)
-        assertRecorded(cancelling, rejectedAndCalled([member]))
+        let cancelling = root.chain.cancel(with: error, at: .library, root: root.id)
+        assertReturned(cancelling, rejectedAndCalled([member]))
+        assertRejected(member, with: error)
     }
 
     /// A storage absorbed by a cancelled root counts as no handle: its last handle releases
     /// nothing.
     func testAStorageAbsorbedByACancelledRootHoldsNothing() {
         let cancelledRoot = Node()
-        var ignored = ChainActions()
-        cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot.id, into: &ignored)
+        _ = cancelledRoot.chain.cancel(with: error, at: .library, root: cancelledRoot.id)
         let other = Node()
         let joined = join(other, cancelledRoot)
         XCTAssertEqual(joined.absorption, .init(absorbed: other.id, root: cancelledRoot.id, countsAsHandle: false))
-        var actions = ChainActions()
-        XCTAssertFalse(cancelledRoot.chain.handlesGone(of: other.home(under: cancelledRoot), into: &actions))
-        assertNothingRecorded(actions)
+        assertNone(cancelledRoot.chain.handlesGone(of: other.home(under: cancelledRoot)))
     }
 
     /// Holds survive a later join: a storage absorbed by a root that is then absorbed itself
@@ -58,13 +49,11 @@ final class ChainStateHandleTests: XCTestCase {
         let (top, _) = rootAbsorbing(3)
         let joined = join(middle, top)
         XCTAssertEqual(joined.absorption, .init(absorbed: middle.id, root: top.id, countsAsHandle: true))
-        XCTAssertTrue(top.chain.absorbed.contains(inner.id), "the tables the absorbed root had moved too")
-        XCTAssertTrue(top.chain.absorbed.contains(middle.id))
-        var actions = ChainActions()
-        XCTAssertTrue(top.chain.handlesGone(of: inner.home(under: top), into: &actions), "the inner storage's hold")
-        XCTAssertTrue(top.chain.handlesGone(of: middle.home(under: top), into: &actions), "the middle root's hold")
-        assertNothingRecorded(actions)
-        XCTAssertTrue(top.chain.isActive, "the top root keeps its own handles")
+        XCTAssertTrue(top.chain.contains(inner.id, root: top.id), "the tables the absorbed root had moved too")
+        XCTAssertTrue(top.chain.contains(middle.id, root: top.id))
+        assertReturned(top.chain.handlesGone(of: inner.home(under: top)), [.releasesHold], "the inner storage's hold")
+        assertReturned(top.chain.handlesGone(of: middle.home(under: top)), [.releasesHold], "the middle root's hold")
+        XCTAssertEqual(top.phase, .active, "the top root keeps its own handles")
     }
 
     /// The root's last handle abandons the whole group, absorbed tables included; a hold
@@ -72,14 +61,12 @@ final class ChainStateHandleTests: XCTestCase {
     func testTheRootsLastHandleAbandonsTheGroupAndLaterHoldsChangeNothing() {
         let (root, absorbed) = rootAbsorbing(1)
         let member = root.chain.addMember(in: absorbed[0].home(under: root))
-        var actions = ChainActions()
-        XCTAssertFalse(root.chain.handlesGone(of: root.ownHome, into: &actions))
-        assertRecorded(actions, [.releasedMember])
-        XCTAssertTrue(root.chain.isAbandoned)
-        var later = ChainActions()
-        XCTAssertTrue(root.chain.handlesGone(of: absorbed[0].home(under: root), into: &later))
-        assertNothingRecorded(later)
-        actions.run()
+        var abandoning = root.chain.handlesGone(of: root.ownHome)
+        assertReturned(abandoning, [.releasedMember])
+        XCTAssertEqual(root.phase, .abandoned)
+        assertReturned(root.chain.handlesGone(of: absorbed[0].home(under: root)), [.releasesHold], "nothing else")
+        XCTAssertEqual(root.phase, .abandoned)
+        abandoning.run()
         assertPending(member)
         assertReleasedUncalled(member.cancel)
     }
@@ -90,52 +77,50 @@ final class ChainStateHandleTests: XCTestCase {
     /// repeated by the root's count.
     func testAKeyNeverNamesALaterMemberAfterItsTableWasDroppedOrMoved() {
         let root = Node()
-        var cancelling = ChainActions()
-        root.chain.cancel(with: error, at: .library, root: root.id, into: &cancelling)
+        _ = root.chain.cancel(with: error, at: .library, root: root.id)
         let storage = Node()
+        let home = storage.home(under: root)
         // Keys made in the storage's own machine, before it is absorbed.
         var old: [Member] = []
         for _ in 0..<3 { old.append(storage.chain.addMember(in: storage.ownHome)) }
-        var joining = join(storage, root).actions
-        XCTAssertEqual(joining.recorded.count, 2 * old.count, "its members are rejected and their closures called")
+        let joined = join(storage, root)
+        var joining = joined.outcome
+        assertReturned(joining, rejectedAndCalled(old), "its members are rejected and their closures called")
         joining.run()
-        for member in old { assertNothingRecorded(settle(member, in: storage.home(under: root), of: root)) }
+        for member in old {
+            member.resolver.fulfill(1)
+            assertNone(root.chain.memberSettled(member.index, in: home), "freed when it was rejected")
+        }
 
         // Its now empty table is dropped by a pass over many empty ones, then made again.
-        var others: [Node] = []
-        for _ in 0..<100 {
-            let other = Node()
-            _ = join(other, root)
-            others.append(other)
-        }
-        XCTAssertFalse(root.chain.absorbed.contains(storage.id), "the empty table was dropped")
-        let home = storage.home(under: root)
+        for _ in 0..<100 { _ = join(Node(), root) }
+        XCTAssertTrue(root.dropped(storage), "the empty table was dropped")
+        let tables = root.chain.absorbedCount
         let fresh = (0..<3).map { _ in root.chain.reserve(in: home, upstream: nil, isObserver: false, cancelBody: nil) }
-        XCTAssertTrue(root.chain.absorbed.contains(storage.id), "reserving made the table again")
+        XCTAssertEqual(root.chain.absorbedCount, tables + 1, "reserving made the table again")
         XCTAssertEqual(Set(fresh.map(\.slot)), Set(old.map(\.key.slot)), "the slots are reused")
         XCTAssertTrue(Set(fresh.map(\.generation)).isDisjoint(with: old.map(\.key.generation)), "the keys are not")
+        // A link is kept for a reserved member; one for a key that names no member is followed.
         for stale in old {
-            XCTAssertNil(root.chain.readTable(home) { $0.index(of: stale.key) }, "a stale key names no member")
+            XCTAssertFalse(root.chain.keepsLink(for: stale.key, in: home, root: root.id), "a stale key names no member")
         }
-        for key in fresh { XCTAssertNotNil(root.chain.readTable(home) { $0.index(of: key) }) }
-        withExtendedLifetime(others) {}
+        for key in fresh { XCTAssertTrue(root.chain.keepsLink(for: key, in: home, root: root.id)) }
     }
 
     /// A link followed while a cancellation spreads cancels the chain it reaches, unless that is
     /// the chain links must not reach (an `autoCancel` winner's, which a loser may wait on).
     func testALinkFollowedIntoTheExcludedChainCancelsNothing() {
         var chain = Chain(members: 1)
-        var actions = ChainActions()
-        chain.state.linkedCancel(
-            with: error, at: .library, root: chain.root.id, excluding: chain.root.id, into: &actions)
-        assertNothingRecorded(actions)
-        XCTAssertTrue(chain.state.isActive, "the excluded chain is not cancelled")
+        let root = chain.root.id
+        assertNone(chain.state.linkedCancel(with: error, at: .library, root: root, excluding: root))
+        XCTAssertEqual(chain.phase, .active, "the excluded chain is not cancelled")
 
-        chain.state.linkedCancel(with: error, at: .library, root: chain.root.id, excluding: Node().id, into: &actions)
-        assertRecorded(actions, rejectedAndCalled(chain.members))
+        let cancelling = chain.state.linkedCancel(with: error, at: .library, root: root, excluding: Node().id)
+        assertReturned(cancelling, rejectedAndCalled(chain.members))
         XCTAssertEqual(chain.state.cancelledError as? ChainError, error)
-        chain.state.linkedCancel(with: error, at: .library, root: chain.root.id, excluding: nil, into: &actions)
-        assertRecorded(actions, rejectedAndCalled(chain.members), "a second cancel records nothing more")
+        assertNone(
+            chain.state.linkedCancel(with: error, at: .library, root: root, excluding: nil),
+            "a second cancel returns nothing more")
     }
 
     /// A step whose body returned a promise of its own chain links nothing, whichever storage of
@@ -146,30 +131,27 @@ final class ChainStateHandleTests: XCTestCase {
         let (root, absorbed) = rootAbsorbing(2)
         let waiting = root.chain.addMember(in: root.ownHome)
         // The second absorbed storage lost its handles and its members: its entry is idle.
-        var ignored = ChainActions()
-        XCTAssertTrue(root.chain.handlesGone(of: absorbed[1].home(under: root), into: &ignored))
+        assertReturned(root.chain.handlesGone(of: absorbed[1].home(under: root)), [.releasesHold])
         let saved = root.chain
+        func link(_ probe: Probe, reaching: ObjectIdentifier) -> ChainOutcome {
+            root.chain.link(
+                waiting.key, .task(probe.makeBody()), whileBodyRuns: true, in: root.ownHome, reaching: reaching,
+                root: root.id)
+        }
         for cancelled in [false, true] {
             root.chain = saved
-            if cancelled { root.chain.cancel(with: error, at: .library, root: root.id, into: &ignored) }
+            if cancelled { _ = root.chain.cancel(with: error, at: .library, root: root.id) }
             for reaching in [root.id, absorbed[0].id] {
                 let linked = Probe()
-                var actions = ChainActions()
-                root.chain.link(
-                    waiting.key, .task(linked.makeBody()), whileBodyRuns: true, in: root.ownHome, reaching: reaching,
-                    root: root.id, into: &actions)
-                assertRecorded(actions, [.release([.link])], "cancelled: \(cancelled)")
-                actions.run()
+                var linking = link(linked, reaching: reaching)
+                assertReturned(linking, [.release(.link)], "cancelled: \(cancelled)")
+                linking.run()
                 assertReleasedUncalled(linked)
             }
         }
         root.chain = saved
         for reaching in [Node().id, absorbed[1].id] {
-            var actions = ChainActions()
-            root.chain.link(
-                waiting.key, .task(Probe().makeBody()), whileBodyRuns: true, in: root.ownHome, reaching: reaching,
-                root: root.id, into: &actions)
-            assertNothingRecorded(actions, "another chain's promise is linked while the member waits")
+            assertNone(link(Probe(), reaching: reaching), "another chain's promise is linked while the member waits")
         }
     }
 
@@ -183,23 +165,25 @@ final class ChainStateHandleTests: XCTestCase {
         let loser = root.chain.addMember(in: root.ownHome)
         let winner = root.chain.addMember(in: absorbed[0].home(under: root))
         let saved = root.chain
+        func cancelLoser(winner: (storage: ObjectIdentifier, key: SlotKey)) -> ChainOutcome {
+            root.chain.cancelLoser(loser.key, in: root.ownHome, winner: winner, root: root.id)
+        }
 
-        var actions = ChainActions()
-        root.chain.cancelLoser(
-            loser.key, in: root.ownHome, winner: (root.id, loser.key), root: root.id, into: &actions)
-        assertNothingRecorded(actions, "the winner given twice is not its own loser")
+        assertNone(cancelLoser(winner: (root.id, loser.key)), "the winner given twice is not its own loser")
 
-        root.chain.cancelLoser(
-            loser.key, in: root.ownHome, winner: (absorbed[0].id, winner.key), root: root.id, into: &actions)
-        assertRecorded(actions, rejectedAndCalled([loser]), "a winner in an absorbed storage shares the chain")
-        XCTAssertTrue(root.chain.isActive, "the winner's chain is not cancelled")
+        assertReturned(
+            cancelLoser(winner: (absorbed[0].id, winner.key)), rejectedAndCalled([loser]),
+            "a winner in an absorbed storage shares the chain")
+        XCTAssertEqual(root.phase, .active, "the winner's chain is not cancelled")
 
+        // A copy restores the machine, not the promises: the loser, rejected above, is found
+        // settled and released uncalled; the winner is rejected and its closure called.
         root.chain = saved
-        var other = ChainActions()
-        root.chain.cancelLoser(
-            loser.key, in: root.ownHome, winner: (Node().id, winner.key), root: root.id, into: &other)
-        XCTAssertFalse(root.chain.isActive, "a winner of another chain: the loser's chain is cancelled")
-        XCTAssertEqual(other.recorded.count, 4, "both members rejected and their closures called")
+        assertReturned(
+            cancelLoser(winner: (Node().id, winner.key)), [.releasedMember] + rejectedAndCalled([winner]),
+            "both members leave the chain")
+        XCTAssertEqual(root.phase, .cancelled, "a winner of another chain: the loser's chain is cancelled")
+        assertRejected(winner, with: CancellablePromiseError.cancelled)
     }
 
     /// A followed link never reaches the chain the cancel must not reach, named by any of its
@@ -207,11 +191,8 @@ final class ChainStateHandleTests: XCTestCase {
     func testALinkedCancelExcludingAnAbsorbedStorageOfTheChainCancelsNothing() {
         let (root, absorbed) = rootAbsorbing(1)
         _ = root.chain.addMember(in: root.ownHome)
-        var actions = ChainActions()
-        root.chain.linkedCancel(
-            with: error, at: .library, root: root.id, excluding: absorbed[0].id, into: &actions)
-        assertNothingRecorded(actions)
-        XCTAssertTrue(root.chain.isActive)
+        assertNone(root.chain.linkedCancel(with: error, at: .library, root: root.id, excluding: absorbed[0].id))
+        XCTAssertEqual(root.phase, .active)
     }
 
     /// The index of absorbed storages finds every object it recorded, and none it did not,
@@ -228,10 +209,4 @@ final class ChainStateHandleTests: XCTestCase {
         index.insert(objects[0].id, at: 7)
         XCTAssertEqual(index.position(of: objects[0].id), 7, "recording again moves the position")
     }
-
-    private func settle(_ member: Member, in home: MemberHome, of root: Node) -> ChainActions {
-        member.resolver.fulfill(1)
-        return afterTheLock(root.chain.memberSettled(member.index, in: home))
-    }
 }
-#endif

@@ -3,60 +3,70 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
-// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
-// or `forwardingHops`, which exist only in debug builds of the library.
-#if DEBUG
-
 // The rule of a running body's token (`CancellationToken.current`), pinned at the level of the
 // state machine (`runningBodyToken` and the events that end a member): made on the first read,
 // cancelled with the chain, the member alone or a join into a cancelled chain while the member is
-// pending, completed "not cancelled" when the member settles or the chain is abandoned.
+// pending, completed "not cancelled" when the member settles or the chain is abandoned. Whether a
+// member's token is kept is read from what the events that end it return (sent to a copy).
 
 final class ChainStateRunningBodyTests: XCTestCase {
     private let error = ChainError(number: 25)
 
     /// The token a member's running body reads, made on the first read; the same one afterwards.
+    private func read(_ member: Member, in state: inout ChainState, at home: MemberHome) -> RunningBodyToken {
+        state.runningBodyToken(slot: member.slot, step: ObjectIdentifier(member.promise), in: home)
+    }
+
     private func read(_ member: Member, of chain: inout Chain) -> RunningBodyToken {
-        chain.state.runningBodyToken(slot: member.slot, step: ObjectIdentifier(member.promise), in: chain.home)
+        read(member, in: &chain.state, at: chain.home)
     }
 
     private func madeToken(
-        _ member: Member, of chain: inout Chain, file: StaticString = #filePath, line: UInt = #line
+        _ member: Member, in state: inout ChainState, at home: MemberHome, file: StaticString = #filePath,
+        line: UInt = #line
     ) -> CancellationToken {
-        guard case .token(let token) = read(member, of: &chain) else {
+        guard case .token(let token) = read(member, in: &state, at: home) else {
             XCTFail("a running member of an active chain gets a token", file: file, line: line)
             return .none
         }
         return token
     }
 
+    private func madeToken(
+        _ member: Member, of chain: inout Chain, file: StaticString = #filePath, line: UInt = #line
+    ) -> CancellationToken {
+        madeToken(member, in: &chain.state, at: chain.home, file: file, line: line)
+    }
+
     func testTheFirstReadMakesThePendingTokenAndLaterReadsReturnIt() {
         var chain = Chain(members: 2)
-        XCTAssertNil(chain.state.bodyTokens, "no token until a body reads one")
+        XCTAssertEqual(chain.state.tokensAbandoning(in: chain.home), [], "no token until a body reads one")
         let token = madeToken(chain.members[1], of: &chain)
         XCTAssertFalse(token.isCompleted)
         XCTAssertEqual(read(chain.members[1], of: &chain), .token(token), "the same token")
-        XCTAssertEqual(chain.state.bodyTokens?.count, 1, "one token, for the member that read it")
+        // One token, for the member that read it.
+        XCTAssertEqual(chain.tokensSettling(chain.members[1]), [false])
+        XCTAssertEqual(chain.tokensSettling(chain.members[0]), [])
+        XCTAssertEqual(chain.tokensCancelling, [true])
+        XCTAssertEqual(chain.state.tokensAbandoning(in: chain.home), [false])
     }
 
     func testCancellingWhileTheBodyRunsCancelsItsTokenAfterTheCancelClosures() {
         var chain = Chain(members: 2)
         let token = madeToken(chain.members[0], of: &chain)
-        var (_, actions) = chain.cancel(with: error)
-        assertRecorded(
-            actions,
-            rejectedAndCalled([chain.members[0]]) + [.completeToken(cancelled: true)]
-                + rejectedAndCalled([chain.members[1]]),
-            "its token is cancelled as its rejection takes effect")
+        var cancelling = chain.cancel(with: error)
+        assertReturned(
+            cancelling, rejectedAndCalled(chain.members) + [.completeToken(cancelled: true)],
+            "its token is cancelled with its rejection")
         XCTAssertFalse(token.isCompleted, "completed after the lock")
-        let order = Recorder<String>()
-        token.onCancel { order.append("token") }
-        actions.run()
+        let closuresCalled = Recorder<[Int]>()
+        let probes = UncheckedBox(chain.members.map(\.cancel))
+        token.onCancel { closuresCalled.append(probes.value.map(\.calls)) }
+        cancelling.run()
         XCTAssertTrue(token.isCancelled)
-        XCTAssertEqual(order.all, ["token"])
-        XCTAssertEqual(chain.members.map(\.cancel.calls), [1, 1], "the cancel closures ran first (the same run)")
+        XCTAssertEqual(closuresCalled.all, [[1, 1]], "the cancel closures ran first (the same run)")
         XCTAssertEqual(read(chain.members[0], of: &chain), .cancelled, "read again: cancelled")
-        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
+        XCTAssertEqual(chain.tokensSettling(chain.members[0]), [], "no token kept")
     }
 
     func testCancellingWhileTheStepWaitsOnItsReturnedPromiseCancelsBoth() {
@@ -64,27 +74,30 @@ final class ChainStateRunningBodyTests: XCTestCase {
         let step = chain.state.addStep(in: chain.home, after: chain.members[0])
         let token = madeToken(step, of: &chain)
         let returned = Probe()
-        assertNothingRecorded(chain.link(step, .task(returned.makeBody()), whileBodyRuns: true))
-        var (_, actions) = chain.cancel(with: error)
-        XCTAssertTrue(actions.recorded.contains(.completeToken(cancelled: true)))
-        XCTAssertTrue(actions.recorded.contains(.follow(.task, error)), "the returned promise's work is cancelled too")
-        actions.run()
+        assertNone(chain.link(step, .task(returned.makeBody()), whileBodyRuns: true))
+        var cancelling = chain.cancel(with: error)
+        let theStep: [Returned] = [
+            .rejected, .release(.promise), .completeToken(cancelled: true), .follow(.task, error),
+        ]
+        assertReturned(
+            cancelling, rejectedAndCalled(chain.members) + theStep, "the returned promise's work is cancelled too")
+        assertFollowed(&cancelling, returned, with: error)
+        cancelling.run()
         XCTAssertTrue(token.isCancelled)
     }
 
     func testAMemberThatSettledOnItsOwnCompletesItsTokenNotCancelled() {
         var chain = Chain(members: 2)
         let token = madeToken(chain.members[0], of: &chain)
-        chain.members[0].resolver.fulfill(1)
-        var left = chain.state.memberSettled(chain.members[0].index, in: chain.home)
-        XCTAssertTrue(left.token === token, "the member's token leaves with it")
+        var settling = chain.settle(chain.members[0])
+        assertLeft(settling, holding: [.releasedMember, .completeToken(cancelled: false)], "its token leaves with it")
         XCTAssertFalse(token.isCompleted, "completed after the lock")
-        left.release()
+        settling.run()
         XCTAssertTrue(token.isCompleted)
         XCTAssertFalse(token.isCancelled)
-        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
-        let (_, actions) = chain.cancel(with: error)
-        assertRecorded(actions, rejectedAndCalled([chain.members[1]]), "a later cancel does not reach it")
+        XCTAssertEqual(chain.tokensSettling(chain.members[0]), [], "no token kept")
+        let cancelling = chain.cancel(with: error)
+        assertReturned(cancelling, rejectedAndCalled([chain.members[1]]), "a later cancel does not reach it")
     }
 
     /// A step's promise settles under its own lock and tells its chain after: a cancel that
@@ -95,14 +108,13 @@ final class ChainStateRunningBodyTests: XCTestCase {
         var chain = Chain(members: 2)
         let token = madeToken(chain.members[0], of: &chain)
         chain.members[0].resolver.fulfill(1)  // its settle notification is still to come
-        var (_, actions) = chain.cancel(with: error)
-        actions.run()
+        var cancelling = chain.cancel(with: error)
+        assertReturned(
+            cancelling, [.releasedMember] + rejectedAndCalled([chain.members[1]]), "no token completed: it is spared")
+        cancelling.run()
         XCTAssertEqual(chain.members[0].cancel.calls, 0, "a member that settled first keeps its closure uncalled")
         XCTAssertFalse(token.isCancelled, "the step settled on its own before the cancel")
-        var left = chain.state.memberSettled(chain.members[0].index, in: chain.home)
-        left.release()
-        XCTAssertTrue(token.isCompleted)
-        XCTAssertFalse(token.isCancelled)
+        assertSettlingCompletesTheTokenNotCancelled(chain.members[0], token, of: &chain)
     }
 
     /// The same for a loser cancelled alone: its promise settled on its own first.
@@ -110,25 +122,23 @@ final class ChainStateRunningBodyTests: XCTestCase {
         var chain = Chain(members: 2)
         let token = madeToken(chain.members[0], of: &chain)
         chain.members[0].resolver.fulfill(1)  // its settle notification is still to come
-        var actions = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
-        actions.run()
+        var losing = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
+        assertReturned(losing, [.releasedMember], "no token completed: it is spared")
+        losing.run()
         XCTAssertFalse(token.isCancelled, "the loser settled on its own before it was cancelled")
-        var left = chain.state.memberSettled(chain.members[0].index, in: chain.home)
-        left.release()
-        XCTAssertTrue(token.isCompleted)
-        XCTAssertFalse(token.isCancelled)
+        assertSettlingCompletesTheTokenNotCancelled(chain.members[0], token, of: &chain)
     }
 
     func testALoserCancelledAloneCancelsOnlyItsOwnToken() {
         var chain = Chain(members: 2)
         let loser = madeToken(chain.members[0], of: &chain)
         let other = madeToken(chain.members[1], of: &chain)
-        var actions = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
-        assertRecorded(actions, rejectedAndCalled([chain.members[0]]) + [.completeToken(cancelled: true)])
-        actions.run()
+        var losing = chain.cancelLoser(chain.members[0], sharesChainWithWinner: true)
+        assertReturned(losing, rejectedAndCalled([chain.members[0]]) + [.completeToken(cancelled: true)])
+        losing.run()
         XCTAssertTrue(loser.isCancelled)
         XCTAssertFalse(other.isCompleted, "the winner's chain is not cancelled")
-        XCTAssertTrue(chain.state.isActive)
+        XCTAssertEqual(chain.phase, .active)
         XCTAssertEqual(read(chain.members[0], of: &chain), .cancelled, "its body reads a cancelled token")
         XCTAssertEqual(read(chain.members[1], of: &chain), .token(other))
     }
@@ -136,9 +146,9 @@ final class ChainStateRunningBodyTests: XCTestCase {
     func testAnAbandonedChainCompletesItsTokensNotCancelled() {
         var chain = Chain(members: 1)
         let token = madeToken(chain.members[0], of: &chain)
-        var actions = chain.releaseLastHandle()
-        XCTAssertEqual(actions.recorded.first, .completeToken(cancelled: false))
-        actions.run()
+        var abandoning = chain.releaseLastHandle()
+        assertReturned(abandoning, [.completeToken(cancelled: false), .releasedMember])
+        abandoning.run()
         XCTAssertTrue(token.isCompleted)
         XCTAssertFalse(token.isCancelled)
         XCTAssertEqual(read(chain.members[0], of: &chain), .none, "nothing can cancel it any more")
@@ -148,37 +158,28 @@ final class ChainStateRunningBodyTests: XCTestCase {
         let a = Node()
         let b = Node()
         let member = b.chain.addMember(in: b.ownHome)
-        guard
-            case .token(let token) = b.chain.runningBodyToken(
-                slot: member.slot, step: ObjectIdentifier(member.promise), in: b.ownHome)
-        else { return XCTFail("a token") }
+        let token = madeToken(member, in: &b.chain, at: b.ownHome)
         let joined = join(a, b)
-        assertNothingRecorded(joined.actions)
-        let root = joined.absorption!.root == a.id ? a : b
+        assertNone(joined.outcome)
+        let root = joined.absorption?.root == a.id ? a : b
         let home = b.home(under: root)
-        XCTAssertEqual(
-            root.chain.runningBodyToken(slot: member.slot, step: ObjectIdentifier(member.promise), in: home),
-            .token(token), "the token moved with its table")
-        var actions = ChainActions()
-        root.chain.cancel(with: error, at: .library, root: root.id, into: &actions)
-        XCTAssertTrue(actions.recorded.contains(.completeToken(cancelled: true)))
-        actions.run()
+        XCTAssertEqual(read(member, in: &root.chain, at: home), .token(token), "the token moved with its table")
+        var cancelling = root.chain.cancel(with: error, at: .library, root: root.id)
+        assertReturned(cancelling, rejectedAndCalled([member]) + [.completeToken(cancelled: true)])
+        cancelling.run()
         XCTAssertTrue(token.isCancelled)
     }
 
     func testJoiningACancelledChainCancelsTheRunningBodysToken() {
         let cancelled = Node()
-        var ignored = ChainActions()
-        cancelled.chain.cancel(with: error, at: .library, root: cancelled.id, into: &ignored)
+        _ = cancelled.chain.cancel(with: error, at: .library, root: cancelled.id)
         let other = Node()
         let member = other.chain.addMember(in: other.ownHome)
-        guard
-            case .token(let token) = other.chain.runningBodyToken(
-                slot: member.slot, step: ObjectIdentifier(member.promise), in: other.ownHome)
-        else { return XCTFail("a token") }
-        var (_, actions) = join(other, cancelled)
-        XCTAssertTrue(actions.recorded.contains(.completeToken(cancelled: true)))
-        actions.run()
+        let token = madeToken(member, in: &other.chain, at: other.ownHome)
+        let joined = join(other, cancelled)
+        var joining = joined.outcome
+        assertReturned(joining, rejectedAndCalled([member]) + [.completeToken(cancelled: true)])
+        joining.run()
         XCTAssertTrue(token.isCancelled)
     }
 
@@ -190,7 +191,8 @@ final class ChainStateRunningBodyTests: XCTestCase {
             .cancelled)
         XCTAssertEqual(
             chain.state.runningBodyToken(slot: 9, step: ObjectIdentifier(stranger), in: chain.home), .cancelled)
-        XCTAssertEqual(chain.state.bodyTokens?.count ?? 0, 0, "no token kept")
+        XCTAssertEqual(chain.tokensSettling(chain.members[0]), [], "no token kept for the member")
+        XCTAssertEqual(chain.state.tokensAbandoning(in: chain.home), [], "nor for any slot")
     }
 
     func testAnInitialisersBodyTokenBecomesTheFirstMembersOrCompletesIfItSettledFirst() {
@@ -202,19 +204,18 @@ final class ChainStateRunningBodyTests: XCTestCase {
             else { return XCTFail("a token") }
             let (promise, resolver) = Promise<Int>.pending()
             let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: nil)
-            var actions = ChainActions()
-            chain.state.attach(key, target: promise, attached: attached, in: chain.home, into: &actions)
+            var attaching = chain.state.attach(key, target: promise, attached: attached, in: chain.home)
             if attached {
-                assertNothingRecorded(actions)
+                assertNone(attaching)
                 XCTAssertEqual(
                     chain.state.runningBodyToken(slot: key.slot, step: ObjectIdentifier(promise), in: chain.home),
                     .token(token), "the member's token now")
-                var (_, cancelling) = chain.cancel(with: error)
+                var cancelling = chain.cancel(with: error)
                 cancelling.run()
                 XCTAssertTrue(token.isCancelled)
             } else {
-                assertRecorded(actions, [.completeToken(cancelled: false)])
-                actions.run()
+                assertReturned(attaching, [.completeToken(cancelled: false)])
+                attaching.run()
                 XCTAssertTrue(token.isCompleted)
                 XCTAssertFalse(token.isCancelled)
             }
@@ -228,8 +229,8 @@ final class ChainStateRunningBodyTests: XCTestCase {
     func testALoserWhoseSlotAnotherMemberTookReadsACancelledTokenNotTheNewcomers() {
         var chain = Chain(members: 2)
         let loser = chain.members[0]
-        var actions = chain.cancelLoser(loser, sharesChainWithWinner: true)
-        actions.run()
+        var losing = chain.cancelLoser(loser, sharesChainWithWinner: true)
+        losing.run()
         let newcomer = chain.state.addMember(in: chain.home)
         XCTAssertEqual(newcomer.slot, loser.slot, "the freed slot is taken again")
         let token = madeToken(newcomer, of: &chain)
@@ -237,5 +238,17 @@ final class ChainStateRunningBodyTests: XCTestCase {
         XCTAssertEqual(read(newcomer, of: &chain), .token(token))
         XCTAssertFalse(token.isCompleted)
     }
+
+    /// Settling `member` (whose promise settled on its own, its notification still to come)
+    /// completes its token, kept until now, "not cancelled".
+    private func assertSettlingCompletesTheTokenNotCancelled(
+        _ member: Member, _ token: CancellationToken, of chain: inout Chain, file: StaticString = #filePath,
+        line: UInt = #line
+    ) {
+        var settling = chain.state.memberSettled(member.index, in: chain.home)
+        assertLeft(settling, holding: [.completeToken(cancelled: false)], file: file, line: line)
+        settling.run()
+        XCTAssertTrue(token.isCompleted, file: file, line: line)
+        XCTAssertFalse(token.isCancelled, file: file, line: line)
+    }
 }
-#endif

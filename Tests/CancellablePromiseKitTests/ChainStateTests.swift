@@ -3,18 +3,15 @@ import XCTest
 
 @testable import CancellablePromiseKit
 
-// Debug builds only: these tests read what the chain machine records (`recorded`, `ChainAction`)
-// or `forwardingHops`, which exist only in debug builds of the library.
-#if DEBUG
-
 // The rules of a chain's cancellation, pinned one by one at the level of the state machine that
 // decides them (`ChainState`): each test sends events to a machine by hand, with no thread and
-// no lock taken on a chain, and asserts what each event recorded (`ChainActions.recorded`, in
-// order), running the actions where the effect is what counts. The machine's tables are read
-// only where the state itself is the rule (a freed slot, a bound). Storages are made only as the
-// members' homes and as roots of joins; they are never locked here. The threaded model test
-// (CancellationModelTests) checks the interleavings of the same events. This file: listing,
-// members leaving, links; ChainStateCancelTests: cancelling, abandoning, losers, joins.
+// no lock taken on a chain, and asserts what each event returned (its `ChainOutcome`, by its
+// summary), running the outcome where the effect is what counts. The machine's state is read
+// only through what events return (a freed slot: settling it, in a copy, finds no member) and
+// through its documented queries. Storages are made only as the members' homes and as roots of
+// joins; they are never locked here. The threaded model test (CancellationModelTests) checks the
+// interleavings of the same events. This file: listing, members leaving, links;
+// ChainStateCancelTests: cancelling, abandoning, losers, joins.
 
 final class ChainStateTests: XCTestCase {
     private let error = ChainError(number: 1)
@@ -25,13 +22,15 @@ final class ChainStateTests: XCTestCase {
     func testAMemberListedIntoAnAbandonedChainHoldsNothing() {
         var chain = Chain(members: 1)
         var abandoning = chain.releaseLastHandle()
-        assertRecorded(abandoning, [.releasedMember])
+        assertReturned(abandoning, [.releasedMember])
         abandoning.run()
-        var actions = ChainActions()
-        let late = chain.state.listMember(in: chain.home, into: &actions)
-        assertRecorded(actions, [.release([.closure])], "its closure released at once; its promise never held")
+        let listed = chain.state.listMember(in: chain.home)
+        let late = listed.member
+        var listing = listed.outcome
+        assertReturned(listing, [.release(.closure)], "its closure released at once; its promise never held")
+        assertDetached(late, in: chain)
         assertPending(late)
-        actions.run()
+        listing.run()
         assertReleasedUncalled(late.cancel)
     }
 
@@ -39,13 +38,15 @@ final class ChainStateTests: XCTestCase {
     /// with the chain's error and its task cancelled.
     func testAFirstMemberListedIntoACancelledChainIsRejectedAtOnce() {
         var chain = Chain(members: 0)
-        assertNothingRecorded(chain.cancel(with: error).actions, "an empty chain has nothing to cancel")
-        var actions = ChainActions()
-        let late = chain.state.listMember(in: chain.home, into: &actions)
-        assertRecorded(actions, rejectedAndCalled([late]))
+        assertNone(chain.cancel(with: error), "an empty chain has nothing to cancel")
+        let listed = chain.state.listMember(in: chain.home)
+        let late = listed.member
+        var listing = listed.outcome
+        assertReturned(listing, rejectedAndCalled([late]))
         assertRejected(late, with: error)
+        assertFreed(late, in: chain)
         assertNotCalled(late.cancel)
-        actions.run()
+        listing.run()
         assertCalledOnce(late.cancel)
     }
 
@@ -54,23 +55,20 @@ final class ChainStateTests: XCTestCase {
     func testAStepListedIntoACancelledChainIsDetachedWithItsLinksCancelled() {
         var chain = Chain(members: 1)
         let head = chain.members[0]
-        assertRecorded(chain.cancel(with: error).actions, rejectedAndCalled([head]))
+        assertReturned(chain.cancel(with: error), rejectedAndCalled([head]))
         for isObserver in [false, true] {
             let (promise, resolver) = Promise<Int>.pending()
             let key = chain.state.reserve(in: chain.home, upstream: head.key, isObserver: isObserver, cancelBody: nil)
             let linked = Probe()
-            var linking = ChainActions()
-            chain.state.link(
-                key, .task(linked.makeBody()), whileBodyRuns: true, in: chain.home, reaching: nil, root: chain.root.id,
-                into: &linking)
-            assertNothingRecorded(linking, "a reserved member keeps its link")
-            var actions = ChainActions()
-            chain.state.list(key, target: promise, in: chain.home, into: &actions)
-            assertRecorded(actions, [.follow(.task, error)], "not rejected: its link is cancelled")
+            let linking = chain.state.link(
+                key, .task(linked.makeBody()), whileBodyRuns: true, in: chain.home, reaching: nil, root: chain.root.id)
+            assertNone(linking, "a reserved member keeps its link")
+            var listing = chain.state.list(key, target: promise, in: chain.home)
+            assertReturned(listing, [.follow(.task, error)], "not rejected: its link is cancelled")
             let step = Member(key: key, promise: promise, resolver: resolver, cancel: Probe())
             assertPending(step)
-            assertDetached(step, in: chain.table)
-            assertFollowed(&actions, linked, with: error)
+            assertDetached(step, in: chain)
+            assertFollowed(&listing, linked, with: error)
         }
     }
 
@@ -81,16 +79,16 @@ final class ChainStateTests: XCTestCase {
     func testASettledMemberFreesItsSlotAndItsKeyGoesStale() {
         var chain = Chain(members: 2)
         let member = chain.members[0]
-        var actions = chain.settle(member)
-        assertRecorded(actions, [.releasedMember])
-        assertFreed(member, in: chain.table)
-        actions.run()
+        var settling = chain.settle(member)
+        assertLeft(settling, holding: [.releasedMember])
+        XCTAssertFalse(chain.state.keepsLink(for: member.key, in: chain.home, root: chain.root.id), "the key is stale")
+        settling.run()
         assertReleasedUncalled(member.cancel)
 
-        assertNothingRecorded(afterTheLock(chain.state.memberSettled(member.index, in: chain.home)))
-        XCTAssertEqual(chain.table.inUse, 1)
+        assertNone(chain.state.memberSettled(member.index, in: chain.home), "a second report finds the slot free")
         // The other member is still listed: cancelling rejects it, and it alone.
-        assertRecorded(chain.cancel(with: error).actions, rejectedAndCalled([chain.members[1]]))
+        assertReturned(chain.cancel(with: error), rejectedAndCalled([chain.members[1]]))
+        assertRejected(chain.members[1], with: error)
     }
 
     /// The attachment a promise had before the chain adopted it (not a producer's task, which
@@ -101,19 +99,17 @@ final class ChainStateTests: XCTestCase {
         let (promise, resolver) = Promise<Int>.pending()
         XCTAssertTrue(promise.replaceAttachment(with: earlier, key: 7).attached)
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: nil)
-        let outcome = promise.replaceAttachment(with: chain.root, key: key.slot)
-        XCTAssertNil(outcome.replaced, "kept by the promise, not handed back")
-        var attaching = ChainActions()
-        chain.state.attach(key, target: promise, attached: outcome.attached, in: chain.home, into: &attaching)
-        assertNothingRecorded(attaching)
+        let replacing = promise.replaceAttachment(with: chain.root, key: key.slot)
+        XCTAssertNil(replacing.replaced, "kept by the promise, not handed back")
+        assertNone(chain.state.attach(key, target: promise, attached: replacing.attached, in: chain.home))
         let member = Member(key: key, promise: promise, resolver: resolver, cancel: Probe())
         XCTAssertEqual(earlier.settledKeys, [], "told only when it settles")
 
-        var actions = chain.settle(member)
-        assertRecorded(actions, [.release([.promise])], "the chain keeps nothing of the earlier attachment")
-        actions.run()
+        var settling = chain.settle(member)
+        assertLeft(settling, holding: [.release(.promise)], "the chain keeps nothing of the earlier attachment")
+        settling.run()
         XCTAssertEqual(earlier.settledKeys, [7], "the promise told it itself")
-        XCTAssertEqual(chain.table.inUse, 0)
+        assertFreed(member, in: chain)
     }
 
     /// A member left detached (abandoned, or waiting behind an observer) is freed by its
@@ -124,11 +120,11 @@ final class ChainStateTests: XCTestCase {
         abandoning.run()
         for member in chain.members {
             var settling = chain.settle(member)
-            assertNothingRecorded(settling, "what it held was released when it was detached")
+            assertLeft(settling, "what it held was released when it was detached")
             settling.run()
+            assertFreed(member, in: chain)
         }
-        XCTAssertEqual(chain.table.inUse, 0)
-        XCTAssertEqual(chain.table.capacity, 0, "a settled chain holds no slot array")
+        XCTAssertEqual(chain.state.capacity(of: chain.home), 0, "a settled chain holds no slot array")
     }
 
     /// "If `promise` has settled already there is nothing to cancel and nothing is listed": a
@@ -138,11 +134,10 @@ final class ChainStateTests: XCTestCase {
         var chain = Chain(members: 0)
         let probe = Probe()
         let key = chain.state.reserve(in: chain.home, upstream: nil, isObserver: false, cancelBody: probe.makeBody())
-        var actions = ChainActions()
-        chain.state.attach(key, target: Promise<Int>.value(1), attached: false, in: chain.home, into: &actions)
-        assertRecorded(actions, [.release([.closure])])
-        XCTAssertEqual(chain.table.inUse, 0)
-        actions.run()
+        var attaching = chain.state.attach(key, target: Promise<Int>.value(1), attached: false, in: chain.home)
+        assertReturned(attaching, [.release(.closure)])
+        assertSlotFree(Int(key.slot), in: chain.state, at: chain.home)
+        attaching.run()
         assertReleasedUncalled(probe)
     }
 
@@ -153,10 +148,10 @@ final class ChainStateTests: XCTestCase {
     func testALinkOfAWaitingMemberIsFollowedWithTheChainsErrorWhenTheChainIsCancelled() {
         var chain = Chain(members: 1)
         let linked = Probe()
-        assertNothingRecorded(chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: true))
-        var actions = chain.cancel(with: error).actions
-        assertRecorded(actions, rejectedAndCalled(chain.members) + [.follow(.task, error)])
-        assertFollowed(&actions, linked, with: error)
+        assertNone(chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: true))
+        var cancelling = chain.cancel(with: error)
+        assertReturned(cancelling, rejectedAndCalled(chain.members) + [.follow(.task, error)])
+        assertFollowed(&cancelling, linked, with: error)
     }
 
     /// "The link ends when it settles": a member that settles releases its link uncalled, and a
@@ -164,11 +159,11 @@ final class ChainStateTests: XCTestCase {
     func testALinkEndsWhenItsMemberSettles() {
         var chain = Chain(members: 1)
         let linked = Probe()
-        assertNothingRecorded(chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: true))
+        assertNone(chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: true))
         var settling = chain.settle(chain.members[0])
-        assertRecorded(settling, [.release([.closure, .link, .promise])])
+        assertLeft(settling, holding: [.release([.closure, .link, .promise])])
         assertLinkReleased(&settling, linked)
-        assertNothingRecorded(chain.cancel(with: error).actions)
+        assertNone(chain.cancel(with: error))
     }
 
     /// "A settled promise links nothing": in an active chain, a link arriving after its member
@@ -178,21 +173,21 @@ final class ChainStateTests: XCTestCase {
         var settling = chain.settle(chain.members[0])
         settling.run()
         let linked = Probe()
-        var actions = chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: false)
-        assertRecorded(actions, [.release(.link)])
-        assertLinkReleased(&actions, linked)
-        XCTAssertTrue(chain.state.isActive)
+        var linking = chain.link(chain.members[0], .task(linked.makeBody()), whileBodyRuns: false)
+        assertReturned(linking, [.release(.link)])
+        assertLinkReleased(&linking, linked)
+        XCTAssertEqual(chain.phase, .active)
     }
 
     /// A member that left a cancelled chain discards its body's result: what it returned is
     /// cancelled with the chain's error, whether its body was running or not.
     func testALinkAfterTheMemberLeftIsFollowedInACancelledChain() {
         var chain = Chain(members: 1)
-        var cancelling = chain.cancel(with: error).actions
+        var cancelling = chain.cancel(with: error)
         cancelling.run()
-        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { actions, linked in
-            assertRecorded(actions, [.follow(.task, error)])
-            assertFollowed(&actions, linked, with: error)
+        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { linking, linked in
+            assertReturned(linking, [.follow(.task, error)])
+            assertFollowed(&linking, linked, with: error)
         }
     }
 
@@ -203,19 +198,19 @@ final class ChainStateTests: XCTestCase {
         var chain = Chain(members: 2)
         let loser = chain.members[1]
         var losing = chain.cancelLoser(loser, sharesChainWithWinner: true)
-        assertRecorded(losing, rejectedAndCalled([loser]))
+        assertReturned(losing, rejectedAndCalled([loser]))
         losing.run()
-        XCTAssertTrue(chain.state.isActive)
+        XCTAssertEqual(chain.phase, .active)
         let saved = chain.state
         let linked = Probe()
-        var actions = chain.link(loser, .task(linked.makeBody()), whileBodyRuns: true)
-        assertRecorded(actions, [.follow(.task, CancellablePromiseError.cancelled)])
-        assertFollowed(&actions, linked, with: CancellablePromiseError.cancelled)
+        var linking = chain.link(loser, .task(linked.makeBody()), whileBodyRuns: true)
+        assertReturned(linking, [.follow(.task, CancellablePromiseError.cancelled)])
+        assertFollowed(&linking, linked, with: CancellablePromiseError.cancelled)
 
         chain.state = saved
         let released = Probe()
         var later = chain.link(loser, .task(released.makeBody()), whileBodyRuns: false)
-        assertRecorded(later, [.release(.link)])
+        assertReturned(later, [.release(.link)])
         assertLinkReleased(&later, released)
     }
 
@@ -225,10 +220,9 @@ final class ChainStateTests: XCTestCase {
         var chain = Chain(members: 1)
         var abandoning = chain.releaseLastHandle()
         abandoning.run()
-        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { actions, linked in
-            assertRecorded(actions, [.release(.link)])
-            assertLinkReleased(&actions, linked)
+        chain.linkFromTheFirstMemberWhileItsBodyRunsAndNot { linking, linked in
+            assertReturned(linking, [.release(.link)])
+            assertLinkReleased(&linking, linked)
         }
     }
 }
-#endif

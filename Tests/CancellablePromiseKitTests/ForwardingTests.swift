@@ -6,7 +6,7 @@ import XCTest
 // exist only in debug builds of the library.
 #if DEBUG
 
-// A storage that a join absorbed forwards its events to its root (`CancelStorage.lockRoot`). The
+// A storage that a join absorbed forwards its events to its root (`CancelStorage.withRoot`). The
 // root it finds is the same however long the path, and the path is shortened on the way: after
 // one event a storage points straight at its root. Single-threaded (the path under concurrent
 // joins is exercised by the join stress and model tests).

@@ -72,7 +72,7 @@ public final class CancelBag: Sendable {
         func cancel() {
             switch self {
             case .chain(let handle, let promise):
-                if promise.isPending { handle._handleStorage.cancel(with: boxedCancellation, at: .library) }
+                handle._handleStorage.cancel(ifPending: promise)
             case .member(let handle, let key): handle._handleStorage.cancel(ifListed: key)
             case .context(let context): context.cancel()
             case .request(let request): request.cancel()

@@ -31,7 +31,7 @@ struct AbsorbedTables {
     var listedCount: Int { entries.reduce(0) { $0 + $1.table.listedCount } }
 
     /// Runs `body` on the table of `storage`, making an empty one first if there is none.
-    mutating func withTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
+    mutating func withTable<R: ~Copyable>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
         if let position = positions.position(of: storage) { return body(&entries[position].table) }
         positions.insert(storage, at: entries.count)
         entries.append(Entry(storage: storage, table: MemberTable(), holds: false))
@@ -87,6 +87,11 @@ struct AbsorbedTables {
     }
 
     /// Runs `body` on every table, in the order the storages joined.
+    /// Reads every table.
+    func forEachTable(_ body: (MemberTable) -> Void) {
+        for entry in entries { body(entry.table) }
+    }
+
     mutating func forEach(_ body: (_ storage: ObjectIdentifier, _ table: inout MemberTable) -> Void) {
         for position in entries.indices { body(entries[position].storage, &entries[position].table) }
     }

@@ -31,50 +31,34 @@ extension CancelStorage {
 
     /// Makes `context`, this new storage's creator, the context its promises return.
     func adopt(_ context: CancelContext) {
-        lock()
-        own.pointee.publicContext = context
-        unlock()
+        withOwnFields { $0.publicContext = context }
     }
 
     /// The chain's public context: the one handed out before if it is still alive, so that
     /// every promise of the chain returns the same, or a new one (a new handle).
     func context() -> CancelContext {
-        lock()
-        defer { unlock() }
-        if let context = own.pointee.publicContext { return context }
-        addHandle()
-        let context = CancelContext(counted: self)
-        own.pointee.publicContext = context
-        return context
+        withOwnFields { own in
+            if let context = own.publicContext { return context }
+            addHandle()
+            let context = CancelContext(counted: self)
+            own.publicContext = context
+            return context
+        }
     }
 
     /// A handle of this storage went away: one atomic decrement. The last handle of a root
-    /// abandons its chain (`ChainState.handlesGone`); the last handle of an absorbed
-    /// storage ends its count as a handle of its root, which may be that root's last.
+    /// abandons its chain (`ChainState.handlesGone`); the last handle of an absorbed storage
+    /// ends its count as a handle of its root (`ChainOutcome.releaseHold`), which may be that
+    /// root's last, released the same way.
     @usableFromInline @inline(never) func releaseHandle() {
         // Not the last handle (the common case): no reference to this storage is taken.
         if dropHandle() == 0 { lastHandleGone() }
     }
 
-    /// This storage's last handle went away: its chain is abandoned if it is a root; if a join
-    /// absorbed it, the storage it counted as a handle of loses that handle, which may be its
-    /// last in turn (a loop, not a recursion).
+    /// This storage's last handle went away (see `ChainState.handlesGone`).
+    @inline(never)
     private func lastHandleGone() {
-        var held = handlesGone()
-        while let storage = held, storage.dropHandle() == 0 {
-            held = storage.handlesGone()
-        }
-    }
-
-    /// `ChainState.handlesGone` for this storage, whose handles are gone; returns the storage
-    /// it counted as a handle of, if that hold ends.
-    @inline(__always)
-    private func handlesGone() -> CancelStorage? {
-        var actions = ChainActions()
-        let releasesHold = withLockedRoot { root in root.chain.handlesGone(of: home(under: root), into: &actions) }
-        let held = releasesHold ? takeHolding() : nil
-        if !actions.isEmpty { actions.run() }
-        return held
+        perform(withRoot { root, home in root.chain.handlesGone(of: home) })
     }
 
     /// Counts one handle less; returns how many are left.
@@ -87,11 +71,11 @@ extension CancelStorage {
 
     /// The storage this absorbed storage counted as a handle of, no longer held (see
     /// `ChainState.handlesGone`).
-    private func takeHolding() -> CancelStorage? {
-        lock()
-        defer { unlock() }
-        guard case .forwarded(let next, let holding) = forwarding else { return nil }
-        forwarding = .forwarded(next: next, holding: nil)
-        return holding
+    func takeHolding() -> CancelStorage? {
+        withOwnFields { own in
+            guard case .forwarded(let next, let holding) = own.forwarding else { return nil }
+            own.forwarding = .forwarded(next: next, holding: nil)
+            return holding
+        }
     }
 }

@@ -10,10 +10,12 @@ import PromiseCore
 //   handle (`_CancelHandle`).
 // - `CancelStorage` is the chain's shared state, behind one lock: a `ChainState` (the state
 //   machine, ChainState.swift) whose `MemberTable` (MemberTable.swift) has a slot per pending
-//   promise of the chain. The storage decides nothing: it finds and locks the chain's root
-//   (`withRoot` and its two lighter forms), calls one event of the root's state machine,
-//   unlocks, and runs what the event recorded (`ChainActions`, ChainActions.swift). Nothing
-//   else takes a chain's lock. Handles count themselves in their storage, atomically
+//   promise of the chain. The machine decides, the storage acts: the storage locks the chain's
+//   root, calls one event of the root's machine, unlocks, and runs the `ChainOutcome` the event
+//   returned (`perform`, the one way outcomes are run: ChainOutcome.swift, ChainEffects.swift).
+//   There are three ways into a storage's lock: `withRoot` (every event and read of the
+//   machine), `join` (two roots at once) and `withOwnFields` (the storage's own fields, never the
+//   machine). Handles count themselves in their storage, atomically
 //   (CancelHandle.swift: a promise going away takes no lock unless it is the last handle);
 //   when the last handle goes away the chain is *abandoned*: its
 //   members drop their promises, cancel closures and links (uncalled), so nothing but the work
@@ -34,12 +36,14 @@ import PromiseCore
 // Joins (`cancellize(cancelContext:)` on a cancellable promise) make one storage forward to the
 // other's root (union by size of the groups). Members never move: their promises keep their
 // storage and slot, and the absorbed storage's table moves into the root's state machine, which
-// finds it by the storage's identity (`ChainState.absorbed`), so that cancelling or abandoning
+// finds it by the storage's identity (`ChainState.Group`), so that cancelling or abandoning
 // the chain walks every table of the group (iteratively) and the machine refers to no storage.
 // Where a storage forwards (`Forwarding`) is guarded by its own lock; the machine by its root's.
 // An absorbed storage counts as one handle of the storage that absorbed it while it has handles
-// of its own: the machine records which do (`handlesGone` decides), the storage keeps the
-// reference to release (`Forwarding.forwarded(holding:)`).
+// of its own: the machine records which do (`handlesGone` decides, returning `releaseHold`), the
+// storage keeps the reference to release (`Forwarding.forwarded(holding:)`). Path compression
+// (`lockForwardedRoot`) and the join's retry are the storage's own: they are about which
+// storage is the root, which the machine, referring to no storage, does not know.
 // Forwarding never loops: a join decides with both roots locked, only an active root is ever
 // absorbed, and a cancelled root is never absorbed (joining a cancelled chain cancels the
 // other one).
@@ -50,9 +54,9 @@ import PromiseCore
 //
 // A running body's token (`CancellationToken.current`): while a member's body runs, PromiseCore
 // marks the storage and the member's slot as the thread's running body; a body that reads
-// `current` asks the storage, whose machine makes the member's token once and keeps it by
-// (storage identity, slot) in `ChainState.bodyTokens` until the member leaves (completed "not
-// cancelled") or a cancellation that finds the member pending cancels it.
+// `current` asks the storage, whose machine makes the member's token once and keeps it in the
+// member's table, by slot, until the member leaves (completed "not cancelled") or a cancellation
+// that finds the member pending cancels it.
 //
 // Lock order: only a join holds two storage locks, those of two roots, taken in address order.
 // A storage lock may be held while taking promise locks (to reject the chain's promises, to
@@ -122,22 +126,50 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         @inline(__always) set { own.pointee.forwarding = newValue }
     }
 
-    // MARK: The critical section
+    // MARK: The three ways into the lock
 
-    /// Locks and returns the root this storage forwards to (itself unless absorbed by a join),
-    /// shortening the path for the next caller.
+    /// The way to the chain's machine, for every event and every read: locks the root this
+    /// storage forwards to (itself unless absorbed by a join), runs `body` with the root and this
+    /// storage as the member's home (an event or a query of `root.chain` is called there), and
+    /// unlocks. An event's `ChainOutcome` is returned for the caller to `perform` after the lock.
     @inline(__always)
-    func lockRoot() -> CancelStorage {
-        // The common case, a storage no join absorbed, inlined: no reference taken or dropped.
+    func withRoot<R: ~Copyable>(_ body: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
         lock()
-        guard case .forwarded = own.pointee.forwarding else { return self }
-        return lockForwardedRoot()
+        guard case .forwarded = own.pointee.forwarding else {
+            // A root (the common case): the caller's reference to this storage keeps it alive.
+            let result = body(self, MemberHome(storage: ObjectIdentifier(self), isRoot: true))
+            unlock()
+            return result
+        }
+        return withForwardedRoot(body)
     }
 
-    /// `lockRoot` for a storage absorbed by a join, called with this storage locked (its
-    /// forwarding read there, once): unlocks it and follows the path to the root.
+    /// `withRoot` for a storage a join absorbed, called with it locked (out of line: most
+    /// storages are roots).
     @inline(never)
-    func lockForwardedRoot() -> CancelStorage {
+    private func withForwardedRoot<R: ~Copyable>(_ body: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
+        let root = lockForwardedRoot()
+        let result = body(root, MemberHome(storage: ObjectIdentifier(self), isRoot: false))
+        root.unlock()
+        return result
+    }
+
+    /// The way to this storage's own fields (`forwarding`, the public context), never to the
+    /// machine: locks this storage alone.
+    @inline(__always)
+    func withOwnFields<R>(_ body: (_ fields: inout OwnFields) -> R) -> R {
+        lock()
+        defer { unlock() }
+        return body(&own.pointee)
+    }
+
+    // The third way is `join`, the one place that holds two locks (below).
+
+    /// Called by `withRoot` with this storage locked, once a join absorbed it (its forwarding
+    /// read there): unlocks it, follows the path to the root, and returns the root locked,
+    /// pointing this storage straight at it (path compression) if the path was longer.
+    @inline(never)
+    private func lockForwardedRoot() -> CancelStorage {
         guard case .forwarded(let first, _) = forwarding else {
             preconditionFailure("CancelStorage.lockForwardedRoot: the storage is a root")
         }
@@ -151,148 +183,98 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
             storage = next
             hops += 1
         }
-        if hops > 1 {
-            // Path compression: point straight at the root found.
-            let root = storage
-            root.unlock()
-            lock()
-            if case .forwarded(let next, let holding) = forwarding, next !== root {
-                forwarding = .forwarded(next: root, holding: holding)
-            }
-            unlock()
-            return root.lockRoot()
-        }
-        return storage
-    }
-
-    /// Locks the root this storage forwards to (itself unless absorbed by a join) and returns
-    /// it unretained: `lockRoot()` returns it retained, a reference taken and dropped around
-    /// every event (about 40 instructions). Safe while its lock is held: the root cannot be
-    /// absorbed meanwhile, so this storage's path of strong `forwarding` references leads to it
-    /// and keeps it alive. Used through `_withUnsafeGuaranteedRef`, which takes no reference.
-    @inline(__always)
-    private func lockedRoot() -> Unmanaged<CancelStorage> {
-        lock()
-        guard case .forwarded = own.pointee.forwarding else { return Unmanaged.passUnretained(self) }
-        return Unmanaged.passUnretained(lockForwardedRoot())
-    }
-
-    /// Runs `body` with the root locked (see `lockedRoot()`), and unlocks it.
-    @inline(__always)
-    func withLockedRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
-        lockedRoot()._withUnsafeGuaranteedRef { root in
-            let result = body(root)
-            root.unlock()
-            return result
-        }
-    }
-
-    /// The critical section of an event that records what to do after the lock (`withRootOnly`
-    /// and `withRoot(common:general:)` are the lighter forms, for events that record nothing or
-    /// only outside their common case): locks the root, runs `event` with the root and this
-    /// storage as the member's home (the state machine's event is called there), unlocks, and
-    /// runs what the event recorded. Links followed are cancelled at `site`, and never reach the
-    /// chain whose root is `excluded`.
-    @inline(__always) @discardableResult
-    private func withRoot<R>(
-        site: CancelSite = .library, excluding excluded: CancelStorage? = nil,
-        _ event: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> R
-    ) -> R {
-        var actions = ChainActions()
-        let root = lockRoot()
-        let result = event(root, home(under: root), &actions)
+        guard hops > 1 else { return storage }
+        let root = storage
         root.unlock()
-        if !actions.isEmpty { CancelStorage.finish(&actions, site: site, excluding: excluded) }
-        return result
-    }
-
-    /// The critical section of an event that leaves nothing to do after the lock, or hands back
-    /// what to release (`event`'s result).
-    @inline(__always)
-    private func withRootOnly<R>(_ event: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
-        withLockedRoot { root in event(root, home(under: root)) }
-    }
-
-    /// The critical section of an event with a common case that leaves nothing to do after the
-    /// lock: `common` is the state machine's event for it, which returns `false` (having changed
-    /// nothing) when the case is not the common one; `general` then decides in the same locked
-    /// section, recording into actions run after it. (Making and dropping an empty
-    /// `ChainActions` for every step would cost about 50 instructions per chain link.)
-    @inline(__always)
-    private func withRoot(
-        common: (_ root: CancelStorage, _ home: MemberHome) -> Bool,
-        general: (_ root: CancelStorage, _ home: MemberHome, _ actions: inout ChainActions) -> Void
-    ) {
-        lockedRoot()._withUnsafeGuaranteedRef { root in
-            let home = home(under: root)
-            if common(root, home) {
-                root.unlock()
-                return
+        withOwnFields { own in
+            if case .forwarded(let next, let holding) = own.forwarding, next !== root {
+                own.forwarding = .forwarded(next: root, holding: holding)
             }
-            var actions = ChainActions()
-            general(root, home, &actions)
-            root.unlock()
-            // `root` is not used once unlocked (a join may absorb it and its last reference go).
-            if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
+        }
+        // The root may have been absorbed since it was unlocked: start again from it.
+        root.lock()
+        guard case .forwarded = root.forwarding else { return root }
+        return root.lockForwardedRoot()
+    }
+
+    /// Runs what an event decided (`outcome`), after the lock: what a member held is released
+    /// (its link through `LinkRelease`, without recursing); the effects' links are followed
+    /// first, each cancelling the chain it reaches in that chain's own event (at `site`, never
+    /// reaching the chain whose root is `excluded`), what those return adopted by the same
+    /// effects, so that every promise reached is rejected before any closure runs; then the
+    /// closures, tokens, handlers and releases run (`ChainEffects.run`), and a handle this
+    /// storage counted as is released. Iterative: a long path of links uses no stack.
+    @inline(__always)
+    func perform(
+        _ outcome: consuming ChainOutcome, site: CancelSite = .library, excluding excluded: CancelStorage? = nil
+    ) {
+        switch consume outcome {
+        case .none:
+            return
+        case .release(let contents):
+            if contents.link != nil { CancelStorage.releaseLink(of: contents) }
+        case .run(let effects):
+            run(effects, site: site, excluding: excluded)
         }
     }
 
-    /// Where this storage's members are in the machine of `root`, the root it forwards to.
-    @inline(__always)
-    func home(under root: CancelStorage) -> MemberHome {
-        MemberHome(storage: ObjectIdentifier(self), isRoot: self === root)
+    @inline(never)
+    private static func releaseLink(of contents: consuming MemberContents) {
+        guard let link = contents.link else { return }
+        contents.link = nil
+        var links = [link]
+        LinkRelease.release(&links)
     }
 
-    /// Reads the root's state with its lock held.
-    @inline(__always)
-    private func readRoot<R>(_ body: (_ root: CancelStorage) -> R) -> R {
-        withLockedRoot(body)
-    }
-
-    /// Follows the links recorded in `actions` (cancelling the chains they reach, each in its
-    /// own critical section, iteratively: the same value collects what those cancels record),
-    /// then runs the actions.
-    private static func finish(_ actions: inout ChainActions, site: CancelSite, excluding excluded: CancelStorage?) {
-        while let (link, error) = actions.nextLink() {
+    @inline(never)
+    private func run(_ effects: consuming ChainEffects, site: CancelSite, excluding excluded: CancelStorage?) {
+        let excludedRoot = excluded.map(ObjectIdentifier.init)
+        while let (link, error) = effects.nextLink() {
             switch link {
             case .chain(let handle):
-                let root = handle._handleStorage.lockRoot()
-                root.chain.linkedCancel(
-                    with: error, at: site, root: ObjectIdentifier(root), excluding: excluded.map(ObjectIdentifier.init),
-                    into: &actions)
-                root.unlock()
+                let reached = handle._handleStorage.withRoot { root, _ in
+                    root.chain.linkedCancel(
+                        with: error, at: site, root: ObjectIdentifier(root), excluding: excludedRoot)
+                }
+                switch consume reached {
+                case .none: break
+                case .release(let contents): effects.release(contents)
+                case .run(let other): effects.adopt(other)
+                }
             case .task(let body):
-                actions.call(body)
+                effects.call(body)
             case .both(let first, let second):
-                actions.follow(second, error: error)
-                actions.follow(first, error: error)
+                effects.follow(second, error: error)
+                effects.follow(first, error: error)
             }
         }
-        actions.run()
+        let releasesHold = effects.releasesHold
+        effects.run()
+        if releasesHold, let held = takeHolding() { held.releaseHandle() }
     }
 
     // MARK: Reading
 
     @usableFromInline var cancelledError: (any Error)? {
-        readRoot { $0.chain.cancelledError }
+        withRoot { root, _ in root.chain.cancelledError }
     }
 
     /// What an observer of this chain passes on instead of its source's result once its body
     /// has run (see `ChainState.errorPassedOnByObservers`).
     var errorPassedOnByObservers: (any Error)? {
-        readRoot { $0.chain.errorPassedOnByObservers }
+        withRoot { root, _ in root.chain.errorPassedOnByObservers }
     }
 
     /// A step body must not start once the chain was cancelled. (A member cancelled alone has
     /// its promise rejected at once: its step never asks.)
     @usableFromInline package func errorBeforeBody(key: UInt32) -> (any Error)? {
-        readRoot { $0.chain.cancelledError }
+        withRoot { root, _ in root.chain.cancelledError }
     }
 
     /// The token of the running body of this storage's member of slot `slot`, whose promise is
     /// `step` (see `ChainState.runningBodyToken`): what `CancellationToken.current` returns.
     func runningBodyToken(slot: UInt32, step: AnyObject?) -> CancellationToken {
-        let answer = withRootOnly { root, home in
+        let answer = withRoot { root, home in
             root.chain.runningBodyToken(slot: slot, step: step.map(ObjectIdentifier.init), in: home)
         }
         switch answer {
@@ -305,71 +287,75 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     /// Runs `body`, the body of a cancellable promise's initialiser, before the promise it makes
     /// is this new storage's first member: as the running body of that member-to-be, whose
     /// token (if `body` reads `CancellationToken.current`) becomes the member's when the promise
-    /// is added (see `ChainState.adoptFirstBodyToken`).
+    /// is added (see `ChainState.attach`).
     @inlinable func _runFirstBody(_ body: () throws -> Void) rethrows {
         try _runAsRunningBody(owner: self, key: UInt32.max, body)
     }
 
     /// The listed members of the chain (of every table of its group).
     var memberCount: Int {
-        readRoot { $0.chain.listedCount }
+        withRoot { root, _ in root.chain.listedCount }
     }
 
     /// The storages the chain's root lists in its group (for tests of its bound).
     var absorbedCount: Int {
-        readRoot { $0.chain.absorbed.count }
+        withRoot { root, _ in root.chain.absorbedCount }
     }
 
     /// Slots allocated beyond the inline one in this storage's table (for tests).
     var memberCapacity: Int {
-        readRoot { root in root.chain.readTable(home(under: root)) { $0.capacity } }
+        withRoot { root, home in root.chain.capacity(of: home) }
+    }
+
+    /// The running bodies' tokens the chain keeps, and the room for them (for tests).
+    var bodyTokenRoom: (count: Int, capacity: Int) {
+        withRoot { root, _ in root.chain.bodyTokenRoom }
     }
 
     /// The root this storage forwards to now (itself unless absorbed by a join).
     var root: CancelStorage {
-        readRoot { $0 }
+        withRoot { root, _ in root }
     }
 
     #if DEBUG
     /// How many forwarding steps lead from this storage to its root now, each read under its
-    /// storage's lock (for tests of path compression: `lockRoot` leaves at most one).
+    /// storage's lock (for tests of path compression: `withRoot` leaves at most one).
     var forwardingHops: Int {
         var storage = self
         var hops = 0
-        while true {
-            storage.lock()
-            guard case .forwarded(let next, _) = storage.forwarding else {
-                storage.unlock()
-                return hops
-            }
-            storage.unlock()
+        while case .forwarded(let next, _) = storage.withOwnFields({ $0.forwarding }) {
             storage = next
             hops += 1
         }
+        return hops
     }
     #endif
 
     /// The state, for `debugDescription`: the cancellation (error and call site) if any, and
     /// the number of pending promises listed.
     var debugState: (error: (any Error)?, site: CancelSite?, pending: Int) {
-        readRoot { ($0.chain.cancelledError, $0.chain.cancelSite, $0.chain.listedCount) }
+        withRoot { root, _ in (root.chain.cancelledError, root.chain.cancelSite, root.chain.listedCount) }
     }
 
     // MARK: Events
 
     /// Cancels the chain (see `ChainState.cancel`); links followed never reach `excluded`.
     func cancel(with error: any Error, at site: CancelSite, excluding excluded: CancelStorage? = nil) {
-        withRoot(site: site, excluding: excluded) { root, _, actions in
-            root.chain.cancel(with: error, at: site, root: ObjectIdentifier(root), into: &actions)
-        }
+        perform(
+            withRoot { root, _ in root.chain.cancel(with: error, at: site, root: ObjectIdentifier(root)) },
+            site: site, excluding: excluded)
     }
 
     /// Cancels the chain if the member `key` of this storage is still listed (see
     /// `ChainState.cancelIfListed`): one lock for the check and the cancellation.
     func cancel(ifListed key: SlotKey) {
-        withRoot { root, home, actions in
-            root.chain.cancelIfListed(key, in: home, root: ObjectIdentifier(root), into: &actions)
-        }
+        perform(withRoot { root, home in root.chain.cancelIfListed(key, in: home, root: ObjectIdentifier(root)) })
+    }
+
+    /// Cancels the chain if `promise` is still pending (see `ChainState.cancelIfPending`): one
+    /// lock for the check and the cancellation.
+    func cancel(ifPending promise: any CancelTarget) {
+        perform(withRoot { root, _ in root.chain.cancelIfPending(promise, root: ObjectIdentifier(root)) })
     }
 
     /// Cancels the input `key` of this storage of an `autoCancel` combinator that the member
@@ -377,11 +363,11 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     /// decides whether it is the winner itself, or shares the winner's chain). Links followed
     /// never reach the winner's chain (a loser may wait on the winner).
     func cancelLoser(_ key: SlotKey, winner: CancelStorage, winnerKey: SlotKey) {
-        withRoot(excluding: winner) { root, home, actions in
+        let outcome = withRoot { root, home in
             root.chain.cancelLoser(
-                key, in: home, winner: (ObjectIdentifier(winner), winnerKey), root: ObjectIdentifier(root),
-                into: &actions)
+                key, in: home, winner: (ObjectIdentifier(winner), winnerKey), root: ObjectIdentifier(root))
         }
+        perform(outcome, excluding: winner)
     }
 
     /// Reserves the slot of a step that follows `upstream` (see `ChainState.reserve`), and
@@ -391,7 +377,7 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     /// cancellation meanwhile is decided when it is listed. Not inlinable: the lock is taken
     /// and released in this module.
     @usableFromInline func _reserveStep(upstream: SlotKey, isObserver: Bool) -> SlotKey {
-        let key = withRootOnly { root, home in
+        let key = withRoot { root, home in
             root.chain.reserve(in: home, upstream: upstream, isObserver: isObserver, cancelBody: nil)
         }
         addHandle()
@@ -408,73 +394,73 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     /// taken and released in this module.
     @usableFromInline func _addStep(_ step: any CancelTarget, upstream: SlotKey) -> SlotKey {
         var key = SlotKey.none
-        withRoot(
-            common: { root, home in
-                key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: nil)
-                step.setAttachmentKeyUnshared(key.slot)
-                return root.chain.listIfActive(key, target: step, in: home)
-            },
-            general: { root, home, actions in root.chain.list(key, target: step, in: home, into: &actions) })
+        let outcome = withRoot { root, home in
+            key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: nil)
+            step.setAttachmentKeyUnshared(key.slot)
+            return root.chain.list(key, target: step, in: home)
+        }
+        perform(outcome)
         addHandle()
         return key
     }
 
     /// Lists the step `target` reserved as `key` by `_reserveStep` (see `ChainState.list`).
     @usableFromInline func _listStep(_ key: SlotKey, target: any CancelTarget) {
-        withRoot(
-            common: { root, home in root.chain.listIfActive(key, target: target, in: home) },
-            general: { root, home, actions in root.chain.list(key, target: target, in: home, into: &actions) })
+        perform(withRoot { root, home in root.chain.list(key, target: target, in: home) })
     }
 
     /// Makes `promise` a member (attaching this storage to it, with the member's slot as key),
     /// following `upstream`, with `cancel` to stop its task (see `ChainState.attach`). One lock:
-    /// the promise's lock is taken under it to attach.
+    /// the promise's lock is taken under it to attach. The attachment the promise had (a
+    /// producer's task, which `cancel` stands for) is released after the lock.
     /// `addingHandle`: the new member's `CancellablePromise` is a new handle of this storage
     /// (not its creator, which the storage counts from the start).
     @usableFromInline func _add(
         _ promise: any CancelTarget, upstream: SlotKey?, cancel: (() -> Void)?, addingHandle: Bool
     ) -> SlotKey {
         if addingHandle { addHandle() }
+        var key = SlotKey.none
         var replaced: AnyObject?
-        let key = withRoot { root, home, actions in
-            let key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: cancel)
-            let outcome = promise.replaceAttachment(with: self, key: key.slot)
-            replaced = outcome.replaced
-            root.chain.attach(key, target: promise, attached: outcome.attached, in: home, into: &actions)
-            return key
+        let outcome = withRoot { root, home in
+            key = root.chain.reserve(in: home, upstream: upstream, isObserver: false, cancelBody: cancel)
+            let attaching = promise.replaceAttachment(with: self, key: key.slot)
+            replaced = attaching.replaced
+            return root.chain.attach(key, target: promise, attached: attaching.attached, in: home)
         }
         // A producer's task, released here, outside the lock.
         withExtendedLifetime(replaced) {}
+        perform(outcome)
         return key
     }
 
     /// A member's promise settled (see `ChainState.memberSettled`): what the member held is
     /// released after the lock.
     @usableFromInline package func promiseDidSettle(key: UInt64) {
-        var left = withRootOnly { root, home in root.chain.memberSettled(Int(key), in: home) }
-        left.release()
+        perform(withRoot { root, home in root.chain.memberSettled(Int(key), in: home) })
     }
 
     /// Records a link of the member `key` of this storage (see `ChainState.link`); `reaching`
     /// is the storage of the chain a `.chain` link reaches (a link into this very chain links
-    /// nothing: the machine decides it under this chain's lock).
-    func link(_ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, reaching: ObjectIdentifier? = nil) {
-        withRoot(
-            common: { root, home in
-                root.chain.linkIfWaiting(key, link, in: home, reaching: reaching, root: ObjectIdentifier(root))
-            },
-            general: { root, home, actions in
-                root.chain.link(
-                    key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: reaching, root: ObjectIdentifier(root),
-                    into: &actions)
-            })
+    /// nothing: the machine decides it under this chain's lock), `linking` its promise (a settled
+    /// one links nothing, decided there too).
+    func link(
+        _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, reaching: ObjectIdentifier? = nil,
+        linking: (any CancelTarget)? = nil
+    ) {
+        let outcome = withRoot { root, home in
+            root.chain.link(
+                key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: reaching, root: ObjectIdentifier(root),
+                linking: linking)
+        }
+        perform(outcome)
     }
 
     /// Makes this chain and `other`'s one (see `ChainState.join`): afterwards cancelling either
     /// cancels both.
     ///
-    /// The only place that holds two storage locks: both roots, taken in address order (so two
-    /// joins cannot deadlock), so that the direction is decided while neither can change.
+    /// The third way into the lock, and the only place that holds two storage locks: both roots,
+    /// taken in address order (so two joins cannot deadlock), so that the direction is decided
+    /// while neither can change; the absorbed root's forwarding is set under both.
     @usableFromInline func join(_ other: CancelStorage) {
         while true {
             let a = root, b = other.root
@@ -488,17 +474,15 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
                 first.unlock()
                 continue
             }
-            var actions = ChainActions()
-            if let absorption = ChainState.join(
-                &a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b), into: &actions)
-            {
+            let joined = ChainState.join(&a.chain, ObjectIdentifier(a), &b.chain, ObjectIdentifier(b))
+            if let absorption = joined.absorption {
                 let (absorbed, root) = absorption.absorbed == ObjectIdentifier(a) ? (a, b) : (b, a)
                 absorbed.forwarding = .forwarded(next: root, holding: absorption.countsAsHandle ? root : nil)
                 if absorption.countsAsHandle { root.addHandle() }
             }
             second.unlock()
             first.unlock()
-            if !actions.isEmpty { CancelStorage.finish(&actions, site: .library, excluding: nil) }
+            perform(joined.outcome)
             return
         }
     }

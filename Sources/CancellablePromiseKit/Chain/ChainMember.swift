@@ -22,9 +22,8 @@ struct _ChainMember {
     }
 
     /// Links the chain of `next`, a promise the member's step body returned, to this member
-    /// (see `ChainState.link`): a settled promise links nothing. `whileBodyRuns` is `false`
-    /// for a link made after the member was listed (a wrapper's returned promise, a timeout's
-    /// source). Inlinable, so that the casts below are decided in the caller's specialization
+    /// (see `ChainState.link`). `whileBodyRuns` is `false` for a link made after the member was
+    /// listed (a wrapper's returned promise, a timeout's source). Inlinable, so that the casts below are decided in the caller's specialization
     /// (no run-time metadata lookups for `CancellablePromise<U.T>` and `Guarantee<U.T>`); the
     /// rest is not generic.
     @inlinable
@@ -36,15 +35,15 @@ struct _ChainMember {
         }
     }
 
-    /// `link(_:)` for a returned `CancellablePromise`, `handle`: its chain, held through it, if
-    /// its promise is pending (a settled `.value(x)` is in no chain).
+    /// `link(_:)` for a returned `CancellablePromise`, `handle`: its chain, held through it. The
+    /// machine links nothing if its promise settled (a settled `.value(x)` is in no chain), or is
+    /// of this very chain (the chain cancels it anyway, and a link to its own handle would keep
+    /// the chain cancellable for ever).
     @usableFromInline
     func link(chainOf promise: any CancelTarget, _ handle: any _CancelHandle, whileBodyRuns: Bool) {
-        guard promise.isPending else { return }
-        // A promise of this very chain links nothing: the chain cancels it anyway, and a link to
-        // its own handle would keep the chain cancellable for ever.
         storage.link(
-            key, .chain(handle), whileBodyRuns: whileBodyRuns, reaching: ObjectIdentifier(handle._handleStorage))
+            key, .chain(handle), whileBodyRuns: whileBodyRuns, reaching: ObjectIdentifier(handle._handleStorage),
+            linking: promise)
     }
 
     /// `link(_:)` for another returned promise: the task its producer attached, if any.

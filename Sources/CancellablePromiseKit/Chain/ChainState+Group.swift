@@ -1,11 +1,4 @@
 extension ChainState {
-    /// Whether `storage` belongs to this chain, whose root is `root`: the root itself, or an
-    /// absorbed storage that still holds a handle or lists members. (An idle entry may outlive
-    /// its storage, whose identity a new storage of another chain can then take.)
-    func contains(_ storage: ObjectIdentifier, root: ObjectIdentifier) -> Bool {
-        storage == root || group?.tables.isLive(storage) == true
-    }
-
     /// The storages a root absorbed (directly or through the storages it absorbed).
     struct Group {
         /// Their tables (they list members of this chain too), and which of them count as a

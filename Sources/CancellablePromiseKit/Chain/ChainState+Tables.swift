@@ -9,14 +9,12 @@ extension ChainState {
     /// Cancels the members of `table` (the table of `home`) with `error`: rejects every listed
     /// promise that does not wait behind an observer; the others settle when the observer
     /// ahead of them passes the cancellation on (chain order), and what they link to is
-    /// cancelled now. Reserved members are settled when they are listed. The running-body
-    /// token of each member reached (in `tokens`) is cancelled if its promise was still pending.
+    /// cancelled now (see `cancelMember`). Reserved members are settled when they are listed.
     static func cancelTable(
-        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, tokens: inout BodyTokens?,
-        into actions: inout ChainActions
+        _ table: inout MemberTable, home: ObjectIdentifier, with error: any Error, into effects: inout ChainEffects
     ) {
         guard table.listedCount > 0 else { return }
-        actions.reserveRejections(table.listedCount)
+        effects.reserveRejections(table.listedCount)
         var index = 0
         if table.observersInUse > 0 {
             while index < table.slotCount {
@@ -28,66 +26,100 @@ extension ChainState {
         // `free` may release the array once the last slot is freed: `slotCount` is read again.
         while index < table.slotCount {
             if table.isListed(index) {
-                if table.waitsBehindObserver(index) == true {
-                    detachCancellingLinks(index, in: &table, home: home, with: error, tokens: &tokens, into: &actions)
-                } else {
-                    reject(index, in: &table, home: home, with: error, tokens: &tokens, into: &actions)
-                }
+                let rejecting = table.waitsBehindObserver(index) != true
+                cancelMember(index, in: &table, home: home, with: error, rejecting: rejecting, into: &effects)
             }
             index += 1
         }
     }
 
     /// Abandons the listed members of `table`: their cancel closures and links are released
-    /// uncalled; their slots are freed by their promises' settle notifications.
-    static func abandonTable(_ table: inout MemberTable, into actions: inout ChainActions) {
+    /// uncalled; their slots are freed by their promises' settle notifications. Their running
+    /// bodies' tokens complete "not cancelled" (see `handlesGone`).
+    static func abandonTable(_ table: inout MemberTable, into effects: inout ChainEffects) {
+        for token in table.takeAllBodyTokens() { effects.complete(token, cancelled: false) }
         guard table.listedCount > 0 else { return }
         var index = 0
         while index < table.slotCount {
             if table.isListed(index) {
-                actions.release(table.take(index))
+                effects.release(table.take(index))
                 table.detach(index)
             }
             index += 1
         }
     }
 
-    /// Detaches the member of slot `index` without rejecting its promise (something upstream
-    /// will settle it), cancelling with `error` what it links to and releasing the rest after
-    /// the lock. Its slot is freed by its promise's settle notification. Its running-body token
-    /// (in `tokens`) is cancelled if its promise is still pending.
-    static func detachCancellingLinks(
-        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
-        tokens: inout BodyTokens?, into actions: inout ChainActions
+    /// A cancellation reached the listed member of slot `index` of `table` (the table of `home`):
+    /// the one place that learns whether its promise was still pending, and decides what follows
+    /// from it.
+    ///
+    /// `rejecting`: the promise is rejected with `error` here, under the lock (what makes every
+    /// pending promise of the chain rejected before `cancel()` returns, whatever a cancel closure
+    /// does later); if it was pending, its cancel closure is called and its links followed after
+    /// the lock, the handlers its rejection released run, and its slot is freed (its settle
+    /// notification was taken care of here); if it had settled on its own first, what it held is
+    /// released uncalled (a settled promise links nothing) and the slot is left detached for
+    /// that notification. Otherwise the member waits behind an observer, which settles it in
+    /// chain order: what it links to is cancelled now, the rest released, the slot detached.
+    /// Either way its running body's token is cancelled if its promise was pending, and spared
+    /// otherwise (its settle notification completes it "not cancelled").
+    @inline(__always)
+    static func cancelMember(
+        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error, rejecting: Bool,
+        into effects: inout ChainEffects
     ) {
         var taken = table.take(index)
-        if tokens?.isEmpty == false {
-            cancelToken(
-                of: index, home: home, wasPending: taken.target?.isPending ?? true, tokens: &tokens, into: &actions)
+        let wasPending: Bool
+        if rejecting {
+            guard let target = taken.target else {
+                preconditionFailure("ChainState.cancelMember: a listed member has its promise")
+            }
+            let settled = target.settle(rejected: error)
+            // Consumed, so that the payload moves into what is kept instead of being copied.
+            switch consume settled {
+            case .none:
+                wasPending = false
+            case .settled:
+                wasPending = true
+                // Nothing to run; the promise is released after the lock (its step may hold a
+                // body whose captures run user code as they go).
+                effects.runHandlers(.settled)
+            case .released(let source, let handlers, let attachment, let key):
+                wasPending = true
+                // `source` is the promise: the handlers keep it until they have run.
+                taken.target = nil
+                if let attachment, ObjectIdentifier(attachment) == home, key == UInt32(index) {
+                    // This member left the chain here, under the lock: `drain` does not tell the
+                    // chain again (it would take the lock again).
+                    effects.runHandlers(.released(source: source, handlers: handlers, attachment: nil, key: 0))
+                } else {
+                    effects.runHandlers(.released(source: source, handlers: handlers, attachment: attachment, key: key))
+                }
+            }
+            if wasPending {
+                if let body = taken.cancelBody {
+                    taken.cancelBody = nil
+                    effects.call(body)
+                }
+                if let link = taken.link {
+                    taken.link = nil
+                    effects.follow(link, error: error)
+                }
+            }
+        } else {
+            // Asked only if its body read a token (it takes the promise's lock): nothing else
+            // depends on it here.
+            wasPending = table.hasBodyTokens ? (taken.target?.isPending ?? true) : true
+            if let link = taken.link {
+                taken.link = nil
+                effects.follow(link, error: error)
+            }
         }
-        if let link = taken.link {
-            taken.link = nil
-            actions.follow(link, error: error)
+        if wasPending, table.hasBodyTokens, let token = table.takeBodyToken(UInt32(index)) {
+            effects.complete(token, cancelled: true)
         }
-        actions.release(taken)
-        table.detach(index)
-    }
-
-    /// Rejects the promise of slot `index` under the lock (the one named step that acts under
-    /// it: see `ChainActions.reject`); frees the slot if its settle notification was taken care
-    /// of there, otherwise leaves it detached for that notification. Its running-body token (in
-    /// `tokens`) is cancelled if the rejection took effect; if the promise had settled on its own
-    /// first, the token is left for its settle notification (which completes it "not cancelled").
-    @inline(__always)
-    static func reject(
-        _ index: Int, in table: inout MemberTable, home: ObjectIdentifier, with error: any Error,
-        tokens: inout BodyTokens?, into actions: inout ChainActions
-    ) {
-        let notified = actions.reject(table.take(index), home: home, key: UInt32(index), with: error)
-        if tokens?.isEmpty == false {
-            cancelToken(of: index, home: home, wasPending: notified, tokens: &tokens, into: &actions)
-        }
-        if notified {
+        effects.release(taken)
+        if rejecting && wasPending {
             table.free(index)
         } else {
             table.detach(index)
@@ -97,7 +129,7 @@ extension ChainState {
     /// Whether slot `index` is an observer or follows one that is still listed (in this
     /// cancellation pass); computed for a whole table in linear time by remembering the answer
     /// per slot.
-    fileprivate static func markWaitingBehindObserver(_ index: Int, in table: inout MemberTable) {
+    private static func markWaitingBehindObserver(_ index: Int, in table: inout MemberTable) {
         // Common case without allocating: the slot is decided by itself or by its upstream,
         // already marked.
         if table.waitsBehindObserver(index) != nil { return }
@@ -135,18 +167,5 @@ extension ChainState {
             current = next
         }
         for waiting in path { table.setWaitsBehindObserver(waiting, answer) }
-    }
-
-    /// The running-body token of the member of slot `index` in `home`'s table, reached by a
-    /// cancellation: cancelled after the lock if its promise was pending (`wasPending`);
-    /// otherwise left in `tokens` for the member's settle notification.
-    static func cancelToken(
-        of index: Int, home: ObjectIdentifier, wasPending: Bool, tokens: inout BodyTokens?,
-        into actions: inout ChainActions
-    ) {
-        guard wasPending else { return }
-        if let token = tokens?.removeValue(forKey: BodyTokenKey(storage: home, slot: UInt32(index))) {
-            actions.complete(token, cancelled: true)
-        }
     }
 }

@@ -1,12 +1,12 @@
 import PromiseCore
 
-// The state machine of a cancellable chain: its events (here and in ChainState+Tables.swift,
-// ChainState+RunningBodies.swift and ChainState+Group.swift) decide the rules of a chain's
-// cancellation, but for two decided elsewhere: when the last handle goes (an atomic count,
-// CancelHandle.swift), and whether a member's promise was still pending when rejected (by the
-// promise, under its own lock, in `ChainActions.reject`). `CancelStorage` finds and locks the
-// chain's root, calls one event of the root's `ChainState`, unlocks, and runs what the event
-// left to do: what it recorded in `ChainActions`, or what it returned (see ChainActions.swift).
+// The state machine of a cancellable chain. Each event takes the chain's state (kept by the
+// root's `CancelStorage`, under its lock) and returns what it decided: an answer (`reserve`'s
+// key, `runningBodyToken`'s token, `join`'s `Joined`) or a `ChainOutcome`, what is left to do
+// after the lock, which the storage runs in one way (`CancelStorage.perform`). The state is
+// private: tests send events and assert what they return (ChainStateTests and the files beside
+// it). One decision is taken outside: when the last handle goes (an atomic count,
+// CancelHandle.swift); what follows from it is `handlesGone`.
 //
 // What the machine decides, by event:
 // - `reserve`, `list`, `attach`: a new member (a step, or a promise adopted by the chain) is
@@ -18,7 +18,8 @@ import PromiseCore
 //   returned is cancelled if the chain was cancelled (or it was cancelled alone while its body
 //   ran), released otherwise.
 // - `cancel`, `cancelIfListed`, `cancelLoser`, `linkedCancel`: cancelling rejects every listed
-//   member but those waiting behind an observer, in chain order; an `autoCancel` loser in the
+//   member but those waiting behind an observer, in chain order (`cancelMember`, the one place
+//   that learns whether a member's promise was still pending); an `autoCancel` loser in the
 //   winner's chain is cancelled alone (the machine compares the roots); a link followed never
 //   reaches the chain it must not (an `autoCancel` winner's).
 // - `handlesGone`: with no handle left, the root's chain is abandoned: its members release
@@ -27,50 +28,60 @@ import PromiseCore
 // - `join`: two chains become one, the smaller group absorbed by the larger; joining a
 //   cancelled chain cancels the other.
 // - `runningBodyToken`: a body that runs reads its member's token (`CancellationToken.current`),
-//   made on first read; the token is cancelled with the chain (or with the member, cancelled
-//   alone) while the member is pending, completed "not cancelled" when it leaves on its own or
-//   the chain is abandoned (ChainState+RunningBodies.swift).
+//   made on first read and kept in the member's table; the token is cancelled with the chain (or
+//   with the member, cancelled alone) while the member is pending, completed "not cancelled"
+//   when it leaves on its own or the chain is abandoned.
 //
 // A storage absorbed by a join keeps its members' slots (their promises know their storage and
-// slot), but its table moves into the root's machine (`absorbed`, found by the storage's
-// identity): the machine holds the whole state of the chain and refers to no storage, so that
-// its tests build machines alone. Generations are counted once for every table of the chain
+// slot), but its table moves into the root's machine (`group`, found by the storage's identity):
+// the machine holds the whole state of the chain and refers to no storage, so that its tests
+// build machines alone. Generations are counted once for every table of the chain
 // (`nextGeneration`), so that a table dropped while empty and made again never repeats a key.
 
 /// The state of a chain, kept by its root's storage and guarded by that storage's lock: the
-/// phase, the root's own table, the tables of the storages it absorbed (`group`) and the tokens
-/// its running bodies read. A storage a join absorbed keeps a state in phase `absorbed` that
-/// nothing reads: its table moved into its root's.
+/// phase, the root's own table and the tables of the storages it absorbed (`group`), with the
+/// tokens their running bodies read. A storage a join absorbed keeps a state in phase `absorbed`
+/// that nothing reads: its table moved into its root's.
 @usableFromInline
 struct ChainState {
-    enum Phase {
+    private enum Phase {
         /// Listing the chain's pending promises.
         case active
         /// Cancelled with this error, from this call site; lists nothing, never changes again.
         case cancelled(any Error, CancelSite)
         /// No handle left: lists nothing, cancels nothing, never changes again.
         case abandoned
-        /// Absorbed by a join: its table moved into the root's machine (`absorbed`); this state
-        /// is no longer used.
+        /// Absorbed by a join: its table moved into the root's machine; this state is no longer
+        /// used.
         case absorbed
     }
 
-    private(set) var phase = Phase.active
+    private var phase = Phase.active
     /// The root's own members.
-    var table = MemberTable()
+    private var table = MemberTable()
     /// What this root keeps of the storages it absorbed; `nil` until its first join, so that a
     /// chain that never joins makes and drops no collection for it.
-    private(set) var group: Group?
+    private var group: Group?
     /// The generation of the next slot reserved in any table of the chain.
     private var nextGeneration: UInt32 = 0
-    /// The tokens running bodies of the chain's pending members read, by member; `nil` until
-    /// the first is made, so that a chain whose bodies never read one pays one word for it.
-    var bodyTokens: BodyTokens?
-
-    /// The tables of the storages this root absorbed.
-    var absorbed: AbsorbedTables { group?.tables ?? AbsorbedTables() }
 
     init() {}
+
+    // MARK: Queries
+
+    /// The phase, by name: what a test or a debug description may read of the state.
+    enum PhaseName: Equatable {
+        case active, cancelled, abandoned, absorbed
+    }
+
+    var phaseName: PhaseName {
+        switch phase {
+        case .active: return .active
+        case .cancelled: return .cancelled
+        case .abandoned: return .abandoned
+        case .absorbed: return .absorbed
+        }
+    }
 
     var cancelledError: (any Error)? {
         if case .cancelled(let error, _) = phase { return error }
@@ -90,6 +101,36 @@ struct ChainState {
         return nil
     }
 
+    /// The listed members of the chain, in every table of its group.
+    var listedCount: Int { table.listedCount + (group?.tables.listedCount ?? 0) }
+
+    /// The storages this root absorbed that it still keeps a table for.
+    var absorbedCount: Int { group?.tables.count ?? 0 }
+
+    /// Slots allocated beyond the inline one in `home`'s table (for tests of its bound).
+    func capacity(of home: MemberHome) -> Int {
+        if home.isRoot { return table.capacity }
+        return group?.tables.readTable(home.storage) { $0.capacity } ?? 0
+    }
+
+    /// The running bodies' tokens the chain keeps, and the room for them, in every table (for
+    /// tests of their bound).
+    var bodyTokenRoom: (count: Int, capacity: Int) {
+        var room = table.bodyTokenRoom
+        group?.tables.forEachTable { table in
+            room.count += table.bodyTokenRoom.count
+            room.capacity += table.bodyTokenRoom.capacity
+        }
+        return room
+    }
+
+    /// Whether `storage` belongs to this chain, whose root is `root`: the root itself, or an
+    /// absorbed storage that still holds a handle or lists members. (An idle entry may outlive
+    /// its storage, whose identity a new storage of another chain can then take.)
+    func contains(_ storage: ObjectIdentifier, root: ObjectIdentifier) -> Bool {
+        storage == root || group?.tables.isLive(storage) == true
+    }
+
     /// Whether this root's chain is active (a cancelled or abandoned one never changes again);
     /// stops with `misuse` if this is an absorbed storage's state, which decides nothing.
     private func isActiveRoot(_ misuse: StaticString) -> Bool {
@@ -100,18 +141,17 @@ struct ChainState {
         }
     }
 
-    /// The listed members of the chain, in every table of its group.
-    var listedCount: Int { table.listedCount + (group?.tables.listedCount ?? 0) }
+    // MARK: Tables
 
     /// Reads the table `home` names (an empty one if an absorbed storage has none now).
-    func readTable<R>(_ home: MemberHome, _ body: (MemberTable) -> R) -> R {
+    private func readTable<R>(_ home: MemberHome, _ body: (MemberTable) -> R) -> R {
         if home.isRoot { return body(table) }
         return group?.tables.readTable(home.storage, body) ?? body(MemberTable())
     }
 
     /// Runs `body` on the table `home` names.
     @inline(__always)
-    private mutating func withTable<R>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R {
+    private mutating func withTable<R: ~Copyable>(_ home: MemberHome, _ body: (inout MemberTable) -> R) -> R {
         if home.isRoot { return body(&table) }
         return withAbsorbedTable(home.storage, body)
     }
@@ -119,7 +159,9 @@ struct ChainState {
     /// `withTable` for an absorbed storage's table (out of line: the root's own table is the
     /// common case, on every chain link).
     @inline(never)
-    private mutating func withAbsorbedTable<R>(_ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R) -> R {
+    private mutating func withAbsorbedTable<R: ~Copyable>(
+        _ storage: ObjectIdentifier, _ body: (inout MemberTable) -> R
+    ) -> R {
         if group == nil { group = Group() }
         return group!.tables.withTable(storage, body)
     }
@@ -158,160 +200,172 @@ struct ChainState {
         }
     }
 
-    /// `list`'s common case: in an active chain the member is listed, with nothing to do after
-    /// the lock. `false`, changing nothing, in every other phase.
-    mutating func listIfActive(_ key: SlotKey, target: any CancelTarget, in home: MemberHome) -> Bool {
-        guard case .active = phase else { return false }
-        let index = Int(key.slot)
-        withTable(home) { $0.listReserved(index, target: target) }
-        return true
-    }
-
     /// Lists the member reserved as `key`, whose promise is `target`. In an active chain it is
-    /// listed (nothing to do after the lock). In a cancelled chain a step or an observer is
-    /// left for its upstream promise to pass the cancellation on (or, if that fulfilled, for
+    /// listed (`none`: nothing to do after the lock). In a cancelled chain a step or an observer
+    /// is left for its upstream promise to pass the cancellation on (or, if that fulfilled, for
     /// its body to find the chain cancelled before starting), with what it links to cancelled;
     /// a first member is rejected at once. In an abandoned chain it holds nothing.
-    mutating func list(
-        _ key: SlotKey, target: any CancelTarget, in home: MemberHome, into actions: inout ChainActions
-    ) {
-        if listIfActive(key, target: target, in: home) { return }
+    @inline(__always)
+    mutating func list(_ key: SlotKey, target: any CancelTarget, in home: MemberHome) -> ChainOutcome {
+        guard case .active = phase else { return listOutsideActive(key, target: target, in: home) }
+        withTable(home) { $0.listReserved(Int(key.slot), target: target) }
+        return .none
+    }
+
+    /// `list` in a chain that is not active (out of line: listing is on every chain link, and
+    /// almost always in an active chain).
+    @inline(never)
+    private mutating func listOutsideActive(
+        _ key: SlotKey, target: any CancelTarget, in home: MemberHome
+    ) -> ChainOutcome {
         let index = Int(key.slot)
         switch phase {
         case .active:
-            break
+            preconditionFailure("ChainState.listOutsideActive: the chain is active")
         case .cancelled(let error, _):
-            // A member listed now has no running body yet: no token.
-            var noTokens: BodyTokens?
+            var effects = ChainEffects()
             withTable(home) { table in
-                if table.isObserver(index) || table.upstream(index) != nil {
-                    ChainState.detachCancellingLinks(
-                        index, in: &table, home: home.storage, with: error, tokens: &noTokens, into: &actions)
-                } else {
-                    table.setTarget(index, target)
-                    ChainState.reject(
-                        index, in: &table, home: home.storage, with: error, tokens: &noTokens, into: &actions)
-                }
+                let waitsUpstream = table.isObserver(index) || table.upstream(index) != nil
+                if !waitsUpstream { table.setTarget(index, target) }
+                ChainState.cancelMember(
+                    index, in: &table, home: home.storage, with: error, rejecting: !waitsUpstream, into: &effects)
             }
+            noteIfEmptied(home)
+            return ChainOutcome(effects)
         case .abandoned:
-            withTable(home) { table in
-                actions.release(table.take(index))
+            let taken = withTable(home) { table -> MemberContents in
+                let taken = table.take(index)
                 table.detach(index)
+                return taken
             }
+            noteIfEmptied(home)
+            return taken.isEmpty ? .none : .release(taken)
         case .absorbed:
             preconditionFailure("ChainState.list: an absorbed storage lists nothing (lock the root)")
         }
-        noteIfEmptied(home)
     }
 
     /// A promise was reserved `key` and then offered this chain's storage as its attachment:
     /// `attached` is false if it had settled first (nothing to cancel: the slot is freed, and
     /// its cancel closure released uncalled); otherwise it is listed. (An attachment it had,
     /// other than a producer's task, which its cancel closure stands for, is told by the
-    /// promise itself when it settles.)
+    /// promise itself when it settles.) The token the body of its initialiser read, if any,
+    /// becomes the member's (see `runningBodyToken`).
     mutating func attach(
-        _ key: SlotKey, target: any CancelTarget, attached: Bool, in home: MemberHome,
-        into actions: inout ChainActions
-    ) {
+        _ key: SlotKey, target: any CancelTarget, attached: Bool, in home: MemberHome
+    ) -> ChainOutcome {
         let index = Int(key.slot)
-        if bodyTokens != nil { adoptFirstBodyToken(as: key.slot, in: home, attached: attached, into: &actions) }
-        guard attached else {
+        let hasFirstBodyToken = readTable(home) { $0.hasBodyTokens }
+        if attached, !hasFirstBodyToken { return list(key, target: target, in: home) }
+        var effects = ChainEffects()
+        if hasFirstBodyToken {
+            // Only a new storage's first member can have one: nothing else knows the storage
+            // while that body runs.
+            let isActive = phaseName == .active
+            let isCancelled = phaseName == .cancelled
             withTable(home) { table in
-                actions.release(table.take(index))
+                guard let token = table.takeBodyToken(ChainState.firstBodySlot) else { return }
+                if isActive, attached {
+                    table.setBodyToken(key.slot, token)
+                } else {
+                    effects.complete(token, cancelled: isCancelled)
+                }
+            }
+        }
+        guard attached else {
+            let taken = withTable(home) { table -> MemberContents in
+                let taken = table.take(index)
                 table.free(index)
+                return taken
             }
             noteIfEmptied(home)
-            return
+            if effects.isEmpty { return taken.isEmpty ? .none : .release(taken) }
+            effects.release(taken)
+            return ChainOutcome(effects)
         }
-        list(key, target: target, in: home, into: &actions)
+        switch list(key, target: target, in: home) {
+        case .none: break
+        case .release(let contents): effects.release(contents)
+        case .run(let listed): effects.adopt(listed)
+        }
+        return ChainOutcome(effects)
     }
 
     // MARK: Members leaving
 
     /// The promise of slot `index` in `home`'s table settled: the slot is freed (unless it is no
-    /// longer in use: a settle reported twice changes nothing), and what it held is handed back,
-    /// with the token its running body read if any, to release (and complete "not cancelled")
-    /// after the lock. (Returned rather than recorded in `ChainActions`: settling is the most
-    /// frequent event, and it never calls a closure or follows a link.)
-    mutating func memberSettled(_ index: Int, in home: MemberHome) -> LeftMember {
-        var left = withTable(home) { table -> LeftMember in
-            guard index < table.slotCount else { return LeftMember() }
+    /// longer in use: a settle reported twice changes nothing), and what it held is released
+    /// after the lock, with the token its running body read, if any, completed "not cancelled".
+    mutating func memberSettled(_ index: Int, in home: MemberHome) -> ChainOutcome {
+        let outcome = withTable(home) { table -> ChainOutcome in
+            guard index < table.slotCount else { return .none }
             switch table.state(index) {
             case .listed, .detached:
-                let left = LeftMember(contents: table.take(index))
+                let taken = table.take(index)
+                let token = table.hasBodyTokens ? table.takeBodyToken(UInt32(index)) : nil
                 table.free(index)
-                return left
+                guard let token else { return .release(taken) }
+                var effects = ChainEffects()
+                effects.complete(token, cancelled: false)
+                effects.release(taken)
+                return .run(effects)
             case .reserved:
                 preconditionFailure("ChainState.memberSettled: a member reports only once listed")
             case .free:
-                return LeftMember()
+                return .none
             }
         }
-        if bodyTokens?.isEmpty == false { left.token = takeBodyToken(UInt32(index), in: home) }
         noteIfEmptied(home)
-        return left
-    }
-
-    /// `link`'s common case: the member `key` of an active chain waits, and keeps `link` (into
-    /// another chain, whose storage is `reaching` for a `.chain` link) while it does. `false`,
-    /// changing nothing, in every other case.
-    mutating func linkIfWaiting(
-        _ key: SlotKey, _ link: CancelLink, in home: MemberHome, reaching: ObjectIdentifier?, root: ObjectIdentifier
-    ) -> Bool {
-        guard case .active = phase else { return false }
-        if let reaching, contains(reaching, root: root) { return false }
-        return withExistingTable(home) { table in
-            guard let index = table.index(of: key) else { return false }
-            switch table.state(index) {
-            case .reserved, .listed:
-                table.addLink(index, link)
-                return true
-            case .free, .detached:
-                return false
-            }
-        } ?? false
+        return outcome
     }
 
     /// Records `link` for the member `key` (a step whose body returned a pending cancellable
     /// promise, or a wrapper's returned promise). While the member waits, cancelling it
-    /// cancels the link. A member that left the chain discards its body's result: its work is
-    /// cancelled if the chain was cancelled, or if the member was cancelled alone while its
-    /// body ran (an `autoCancel` loser); otherwise it is released. An abandoned chain keeps no
-    /// link. `whileBodyRuns`: the link comes from the member's own step body, which is running.
-    /// A link into this very chain (`reaching` one of its storages) links nothing: the chain
-    /// cancels that promise anyway, and a link to its own handle would keep the chain
-    /// cancellable for ever; it is released.
+    /// cancels the link (`none`). A member that left the chain discards its body's result: its
+    /// work is cancelled if the chain was cancelled, or if the member was cancelled alone while
+    /// its body ran (an `autoCancel` loser); otherwise it is released. An abandoned chain keeps
+    /// no link. `whileBodyRuns`: the link comes from the member's own step body, which is
+    /// running. A link into this very chain (`reaching` one of its storages) links nothing: the
+    /// chain cancels that promise anyway, and a link to its own handle would keep the chain
+    /// cancellable for ever; it is released. So is a link to a promise that settled
+    /// (`linking`, the promise of the chain a `.chain` link reaches): a settled promise links
+    /// nothing.
     mutating func link(
         _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome, reaching: ObjectIdentifier?,
-        root: ObjectIdentifier, into actions: inout ChainActions
-    ) {
-        if let reaching, contains(reaching, root: root) {
-            actions.release(link)
-            return
-        }
-        let isMember = readTable(home) { table -> Bool in
-            guard let index = table.index(of: key) else { return false }
-            switch table.state(index) {
-            case .reserved, .listed:
-                return true
-            case .free, .detached:
-                return false
-            }
-        }
+        root: ObjectIdentifier, linking: (any CancelTarget)? = nil
+    ) -> ChainOutcome {
+        let released = ChainOutcome.release(MemberContents(cancelBody: nil, link: link, target: nil))
+        if let reaching, contains(reaching, root: root) { return released }
+        if let linking, !linking.isPending { return released }
+        let followError: any Error
         switch phase {
-        case .active where isMember, .cancelled where isMember:
-            withTable(home) { $0.addLink(Int(key.slot), link) }
-        case .abandoned where isMember:
-            actions.release(link)
-        case .cancelled(let error, _) where !isMember:
-            actions.follow(link, error: error)
-        case .active where whileBodyRuns:
-            actions.follow(link, error: boxedCancellation)
+        case .active, .cancelled:
+            let kept = withExistingTable(home) { table -> Bool in
+                guard let index = table.index(of: key) else { return false }
+                switch table.state(index) {
+                case .reserved, .listed:
+                    table.addLink(index, link)
+                    return true
+                case .free, .detached:
+                    return false
+                }
+            }
+            if kept == true { return .none }
+            if let error = cancelledError {
+                followError = error
+            } else if whileBodyRuns {
+                followError = boxedCancellation
+            } else {
+                return released
+            }
+        case .abandoned:
+            return released
         case .absorbed:
             preconditionFailure("ChainState.link: an absorbed storage links nothing (lock the root)")
-        default:
-            actions.release(link)
         }
+        var effects = ChainEffects()
+        effects.follow(link, error: followError)
+        return .run(effects)
     }
 
     // MARK: Cancelling
@@ -319,51 +373,23 @@ struct ChainState {
     /// Cancels this chain, whose root is `root`: marks it cancelled with `error` from `site` and
     /// cancels the members of its table and of every absorbed table (see `cancelTable`). The
     /// absorbed tables stay: their detached members are freed by their settle notifications.
-    /// `false` if it was cancelled, or abandoned, already.
-    @discardableResult
-    mutating func cancel(
-        with error: any Error, at site: CancelSite, root: ObjectIdentifier, into actions: inout ChainActions
-    ) -> Bool {
+    /// Nothing if it was cancelled, or abandoned, already.
+    mutating func cancel(with error: any Error, at site: CancelSite, root: ObjectIdentifier) -> ChainOutcome {
         guard isActiveRoot("ChainState.cancel: an absorbed storage lists nothing (lock the root)") else {
-            return false
+            return .none
         }
         phase = .cancelled(error, site)
-        guard bodyTokens == nil else {
-            cancelTablesWithBodyTokens(with: error, root: root, into: &actions)
-            return true
-        }
-        var noTokens: BodyTokens?
-        cancelTables(with: error, root: root, tokens: &noTokens, into: &actions)
-        return true
-    }
-
-    /// `cancelTables` in a chain whose running bodies read tokens (out of line: most chains
-    /// have none). Tokens of members that settled on their own first stay for their settle
-    /// notifications.
-    @inline(never)
-    private mutating func cancelTablesWithBodyTokens(
-        with error: any Error, root: ObjectIdentifier, into actions: inout ChainActions
-    ) {
-        var tokens = bodyTokens
-        bodyTokens = nil
-        cancelTables(with: error, root: root, tokens: &tokens, into: &actions)
-        bodyTokens = tokens
-    }
-
-    /// Cancels the members of every table of the chain (see `cancelTable`).
-    @inline(__always)
-    private mutating func cancelTables(
-        with error: any Error, root: ObjectIdentifier, tokens: inout BodyTokens?, into actions: inout ChainActions
-    ) {
-        if let group {
-            // Room for every listed member of the group at once: the list then grows once, not
-            // once per doubling (a long-lived root may list thousands across its tables).
-            actions.reserveRejections(table.listedCount + group.tables.listedCount)
-        }
-        ChainState.cancelTable(&table, home: root, with: error, tokens: &tokens, into: &actions)
+        let listed = listedCount
+        guard listed > 0 else { return .none }
+        var effects = ChainEffects()
+        // Room for every listed member of the group at once: the list then grows once, not once
+        // per doubling (a long-lived root may list thousands across its tables).
+        if group != nil { effects.reserveRejections(listed) }
+        ChainState.cancelTable(&table, home: root, with: error, into: &effects)
         group?.tables.forEach { storage, table in
-            ChainState.cancelTable(&table, home: storage, with: error, tokens: &tokens, into: &actions)
+            ChainState.cancelTable(&table, home: storage, with: error, into: &effects)
         }
+        return .run(effects)
     }
 
     /// A link of another chain reached this one, whose root is `root`, while a cancellation was
@@ -371,21 +397,25 @@ struct ChainState {
     /// reach (`excluded`: a storage of it, an `autoCancel` winner's, which a loser may wait on;
     /// decided from this machine's own entries, so a join since the winner settled counts).
     mutating func linkedCancel(
-        with error: any Error, at site: CancelSite, root: ObjectIdentifier, excluding excluded: ObjectIdentifier?,
-        into actions: inout ChainActions
-    ) {
-        if let excluded, contains(excluded, root: root) { return }
-        cancel(with: error, at: site, root: root, into: &actions)
+        with error: any Error, at site: CancelSite, root: ObjectIdentifier, excluding excluded: ObjectIdentifier?
+    ) -> ChainOutcome {
+        if let excluded, contains(excluded, root: root) { return .none }
+        return cancel(with: error, at: site, root: root)
     }
 
     /// Cancels the chain if the member `key` of `home` is still listed (its promise pending):
     /// what a `CancelBag` does for a stored promise, and `autoCancel` for the inputs of a
     /// cancelled combinator.
-    mutating func cancelIfListed(
-        _ key: SlotKey, in home: MemberHome, root: ObjectIdentifier, into actions: inout ChainActions
-    ) {
-        guard readTable(home, { $0.isListed(key) }) else { return }
-        cancel(with: boxedCancellation, at: .library, root: root, into: &actions)
+    mutating func cancelIfListed(_ key: SlotKey, in home: MemberHome, root: ObjectIdentifier) -> ChainOutcome {
+        guard readTable(home, { $0.isListed(key) }) else { return .none }
+        return cancel(with: boxedCancellation, at: .library, root: root)
+    }
+
+    /// Cancels the chain if `promise` (not a member: a finalizer's promise, which settles after
+    /// the chain's work) is still pending: what a `CancelBag` does for a stored finalizer.
+    mutating func cancelIfPending(_ promise: any CancelTarget, root: ObjectIdentifier) -> ChainOutcome {
+        guard promise.isPending else { return .none }
+        return cancel(with: boxedCancellation, at: .library, root: root)
     }
 
     /// Cancels the input `key` of an `autoCancel` combinator that `winner` settled (the
@@ -396,113 +426,133 @@ struct ChainState {
     /// marked cancelled. Otherwise its chain is cancelled. Nothing if the loser is no longer
     /// listed (settled).
     mutating func cancelLoser(
-        _ key: SlotKey, in home: MemberHome, winner: (storage: ObjectIdentifier, key: SlotKey),
-        root: ObjectIdentifier, into actions: inout ChainActions
-    ) {
-        if winner.storage == home.storage, winner.key == key { return }
-        guard contains(winner.storage, root: root) else {
-            return cancelIfListed(key, in: home, root: root, into: &actions)
-        }
-        var tokens = bodyTokens
-        bodyTokens = nil
+        _ key: SlotKey, in home: MemberHome, winner: (storage: ObjectIdentifier, key: SlotKey), root: ObjectIdentifier
+    ) -> ChainOutcome {
+        if winner.storage == home.storage, winner.key == key { return .none }
+        guard contains(winner.storage, root: root) else { return cancelIfListed(key, in: home, root: root) }
+        var effects = ChainEffects()
         withExistingTable(home) { table in
             guard let index = table.listedIndex(of: key) else { return }
-            ChainState.reject(
-                index, in: &table, home: home.storage, with: boxedCancellation, tokens: &tokens, into: &actions)
+            ChainState.cancelMember(
+                index, in: &table, home: home.storage, with: boxedCancellation, rejecting: true, into: &effects)
         }
-        bodyTokens = tokens
         noteIfEmptied(home)
+        return ChainOutcome(effects)
     }
 
     // MARK: Handles
 
     /// The last handle of the storage `home` names went away. For the root: an active chain is
     /// abandoned, and the listed members of every table release their cancel closures and links
-    /// uncalled (their promises stay pending, settled by their work); a cancelled or abandoned
-    /// chain changes nothing. For an absorbed storage that counted as a handle of the storage
-    /// that absorbed it: it stops counting, and `true` tells the caller to release that handle
-    /// (which may be the last of that storage in turn).
-    mutating func handlesGone(of home: MemberHome, into actions: inout ChainActions) -> Bool {
+    /// uncalled (their promises stay pending, settled by their work), their running bodies'
+    /// tokens completed "not cancelled"; a cancelled or abandoned chain changes nothing. For an
+    /// absorbed storage that counted as a handle of the storage that absorbed it: it stops
+    /// counting (`releaseHold`: the storage releases that handle, which may be the last of that
+    /// storage in turn).
+    mutating func handlesGone(of home: MemberHome) -> ChainOutcome {
         guard home.isRoot else {
-            guard group?.tables.releaseHold(of: home.storage) == true else { return false }
+            guard group?.tables.releaseHold(of: home.storage) == true else { return .none }
             noteIfEmptied(home)
-            return true
+            var effects = ChainEffects()
+            effects.releaseHold()
+            return .run(effects)
         }
-        guard isActiveRoot("ChainState.handlesGone: an absorbed storage counts in its root") else { return false }
+        guard isActiveRoot("ChainState.handlesGone: an absorbed storage counts in its root") else { return .none }
         phase = .abandoned
-        if bodyTokens != nil { endBodyTokens(into: &actions) }
-        ChainState.abandonTable(&table, into: &actions)
-        group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &actions) }
-        return false
+        var effects = ChainEffects()
+        ChainState.abandonTable(&table, into: &effects)
+        group?.tables.forEach { _, table in ChainState.abandonTable(&table, into: &effects) }
+        return ChainOutcome(effects)
     }
 
+    // MARK: Running bodies
+
+    /// The slot a body uses before its promise is a member (the body of a cancellable promise's
+    /// initialiser, run before the promise is listed): its token moves to the member's slot when
+    /// the promise is attached (`attach`).
+    /// (`CancelStorage._runFirstBody` spells it `UInt32.max`: it is inlined into clients.)
+    static let firstBodySlot = UInt32.max
+
+    /// The token of the member whose body runs: slot `slot` of `home`'s table, whose promise is
+    /// `step` (`nil` and `firstBodySlot`: a body run before its promise is listed). In an active
+    /// chain, the member's token, made on the first read and kept in its table; `.cancelled` if
+    /// the member is no longer listed with that promise (a running body's step leaves only when a
+    /// cancellation rejects it), checked before the kept token is looked up: a member cancelled
+    /// alone frees its slot at once, and a later member may hold that slot and a token by now;
+    /// `.cancelled` in a cancelled chain, `.none` in an abandoned one.
+    mutating func runningBodyToken(slot: UInt32, step: ObjectIdentifier?, in home: MemberHome) -> RunningBodyToken {
+        switch phase {
+        case .cancelled: return .cancelled
+        case .abandoned: return .none
+        case .absorbed: preconditionFailure("ChainState.runningBodyToken: ask the root")
+        case .active: break
+        }
+        if let step {
+            let isListedStep = readTable(home) { table -> Bool in
+                let index = Int(slot)
+                guard slot != ChainState.firstBodySlot, index < table.slotCount, table.isListed(index) else {
+                    return false
+                }
+                return table.targetIdentity(index) == step
+            }
+            guard isListedStep else { return .cancelled }
+        } else if slot != ChainState.firstBodySlot {
+            return .cancelled
+        }
+        return .token(withTable(home) { $0.bodyToken(slot) })
+    }
     // MARK: Joining
-
-    /// What a join decided: the root `absorbed` forwards to `root` from now on, and counts as
-    /// one of its handles while it has handles of its own if `countsAsHandle`.
-    struct Absorption: Equatable {
-        let absorbed: ObjectIdentifier
-        let root: ObjectIdentifier
-        let countsAsHandle: Bool
-    }
 
     /// Joins the chains of two roots, `aRoot` and `bRoot`, whose states are `a` and `b`. A
     /// cancelled root absorbs the other, whose tables are cancelled with its error (joining a
     /// cancelled chain cancels the other). Otherwise the root with fewer tables is absorbed by
     /// the other (union by size: forwarding paths stay short, and a table moves O(log n) times)
     /// and counts as one of its handles. Nothing happens if either chain was abandoned (nothing
-    /// can cancel it any more) or both were cancelled. Members do not move: their tables move
-    /// into the absorbing root's machine, under their storages' identities.
+    /// can cancel it any more) or both were cancelled. Members do not move: their tables (with
+    /// their running bodies' tokens) move into the absorbing root's machine, under their
+    /// storages' identities.
     static func join(
-        _ a: inout ChainState, _ aRoot: ObjectIdentifier, _ b: inout ChainState, _ bRoot: ObjectIdentifier,
-        into actions: inout ChainActions
-    ) -> Absorption? {
+        _ a: inout ChainState, _ aRoot: ObjectIdentifier, _ b: inout ChainState, _ bRoot: ObjectIdentifier
+    ) -> Joined {
         switch (a.phase, b.phase) {
         case (.absorbed, _), (_, .absorbed):
             preconditionFailure("ChainState.join: join the roots")
         case (.abandoned, _), (_, .abandoned), (.cancelled, .cancelled):
-            return nil
+            return Joined(absorption: nil, outcome: .none)
         case (.active, .cancelled):
-            return b.absorb(&a, aRoot, into: bRoot, actions: &actions)
+            return b.absorb(&a, aRoot, into: bRoot)
         case (.cancelled, .active):
-            return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
+            return a.absorb(&b, bRoot, into: aRoot)
         case (.active, .active):
             if (a.group?.tables.count ?? 0) <= (b.group?.tables.count ?? 0) {
-                return b.absorb(&a, aRoot, into: bRoot, actions: &actions)
+                return b.absorb(&a, aRoot, into: bRoot)
             }
-            return a.absorb(&b, bRoot, into: aRoot, actions: &actions)
+            return a.absorb(&b, bRoot, into: aRoot)
         }
     }
 
     /// Absorbs `other`, the state of the active root `otherRoot`, into this root, `root`.
     private mutating func absorb(
-        _ other: inout ChainState, _ otherRoot: ObjectIdentifier, into root: ObjectIdentifier,
-        actions: inout ChainActions
-    ) -> Absorption {
+        _ other: inout ChainState, _ otherRoot: ObjectIdentifier, into root: ObjectIdentifier
+    ) -> Joined {
         other.phase = .absorbed
         var otherTable = MemberTable()
         swap(&otherTable, &other.table)
         nextGeneration = max(nextGeneration, other.nextGeneration)
         var joining = other.group ?? Group()
         other.group = nil
-        var joiningTokens = other.bodyTokens
-        other.bodyTokens = nil
         var mine = group ?? Group()
         group = nil
         let countsAsHandle: Bool
+        var effects = ChainEffects()
         switch phase {
         case .active:
             countsAsHandle = true
-            if let joiningTokens { bodyTokens = (bodyTokens ?? [:]).merging(joiningTokens) { mine, _ in mine } }
         case .cancelled(let error, _):
             // Cancelled in chain order, as `cancel` does.
-            ChainState.cancelTable(&otherTable, home: otherRoot, with: error, tokens: &joiningTokens, into: &actions)
+            ChainState.cancelTable(&otherTable, home: otherRoot, with: error, into: &effects)
             joining.tables.forEach { storage, table in
-                ChainState.cancelTable(&table, home: storage, with: error, tokens: &joiningTokens, into: &actions)
-            }
-            // What is left: members that settled on their own first, told by their notifications.
-            if let joiningTokens, !joiningTokens.isEmpty {
-                bodyTokens = (bodyTokens ?? [:]).merging(joiningTokens) { mine, _ in mine }
+                ChainState.cancelTable(&table, home: storage, with: error, into: &effects)
             }
             countsAsHandle = false
         case .abandoned, .absorbed:
@@ -515,7 +565,9 @@ struct ChainState {
         mine.tables.absorb(&joining.tables)
         group = mine
         pruneGroup()
-        return Absorption(absorbed: otherRoot, root: root, countsAsHandle: countsAsHandle)
+        return Joined(
+            absorption: Absorption(absorbed: otherRoot, root: root, countsAsHandle: countsAsHandle),
+            outcome: ChainOutcome(effects))
     }
 
     /// Drops the absorbed tables that are empty (nothing to cancel or abandon there; a storage

@@ -19,6 +19,10 @@ struct MemberTable {
     private(set) var observersInUse = 0
     /// Slots in the `listed` state.
     private(set) var listedCount = 0
+    /// The tokens running bodies of this table's members read (`CancellationToken.current`), by
+    /// slot; `nil` until the first is made, so that a table whose bodies never read one pays one
+    /// word for it. A slot's token goes when its member leaves (see `ChainState`).
+    private var bodyTokens: [UInt32: CancellationToken]?
 
     init() {}
 
@@ -127,5 +131,52 @@ struct MemberTable {
         if isObserver { observersInUse -= 1 }
         if isListed { listedCount -= 1 }
         slots.free(index)
+    }
+
+    // MARK: Running bodies' tokens
+
+    /// The tokens kept, and the room for them (for tests of their bound).
+    var bodyTokenRoom: (count: Int, capacity: Int) { (bodyTokens?.count ?? 0, bodyTokens?.capacity ?? 0) }
+
+    /// Whether a running body of this table read a token that is still kept.
+    var hasBodyTokens: Bool { bodyTokens?.isEmpty == false }
+
+    /// The token of slot `slot`'s running body: the one kept, or a new one, kept from now on.
+    mutating func bodyToken(_ slot: UInt32) -> CancellationToken {
+        if let token = bodyTokens?[slot] { return token }
+        let made = CancellationToken()
+        if bodyTokens == nil { bodyTokens = [:] }
+        bodyTokens![slot] = made
+        return made
+    }
+
+    /// Keeps `token` as the token of slot `slot`'s running body.
+    mutating func setBodyToken(_ slot: UInt32, _ token: CancellationToken) {
+        if bodyTokens == nil { bodyTokens = [:] }
+        bodyTokens![slot] = token
+    }
+
+    /// Takes the token of slot `slot`'s running body, if one was read. Out of line: the events of
+    /// every chain link call it only once a body has read a token.
+    @inline(never)
+    mutating func takeBodyToken(_ slot: UInt32) -> CancellationToken? {
+        guard let token = bodyTokens?.removeValue(forKey: slot) else { return nil }
+        // Dropped once empty (a table is one storage's: most read one token at a time), and made
+        // again at its size once mostly empty, so a long-lived table keeps what is live.
+        if let tokens = bodyTokens, tokens.isEmpty || (tokens.capacity > 16 && tokens.count * 4 < tokens.capacity) {
+            bodyTokens =
+                tokens.isEmpty
+                ? nil
+                : [UInt32: CancellationToken](minimumCapacity: tokens.count * 2)
+                    .merging(tokens) { a, _ in a }
+        }
+        return token
+    }
+
+    /// Takes every token kept.
+    mutating func takeAllBodyTokens() -> [CancellationToken] {
+        guard let tokens = bodyTokens else { return [] }
+        bodyTokens = nil
+        return Array(tokens.values)
     }
 }

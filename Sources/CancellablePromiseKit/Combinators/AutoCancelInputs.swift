@@ -61,12 +61,12 @@ extension CancellablePromise {
     /// on. A loser in a chain of its own has that chain cancelled; a loser that is a branch of
     /// the winner's chain is cancelled alone (its own promise, task and the chains it waits on),
     /// so the winner's chain is not marked cancelled. Each of those is decided by the loser's
-    /// chain under its lock (`ChainState.cancelLoser`), from the winner's storage and key.
+    /// chain under its lock (`ChainState.cancelLoser`), from the winner's storage and key; the
+    /// winner's own entry (found here by its promise) is left alone there too.
     @usableFromInline func cancelLosers(winner winnerPromise: AnyObject) {
         guard let inputs = take(), let winner = inputs.first(where: { $0.promise === winnerPromise }) else { return }
-        for loser in inputs where loser.promise !== winnerPromise {
-            loser.storage.cancelLoser(loser.key, winner: winner.storage, winnerKey: winner.key)
-        }
+        // The winner is among them: the machine leaves it alone (the same storage and key).
+        for input in inputs { input.storage.cancelLoser(input.key, winner: winner.storage, winnerKey: winner.key) }
     }
 
     /// Cancels every input still pending: the cancel closure of the combinator's result.
