@@ -1,9 +1,9 @@
 // swift-tools-version:6.0
-// Tests PromiseCombine (and PromiseCore's Combine bridge) on Linux, against OpenCombine: a
-// separate package, so the root package and its library products keep no dependency. Its
-// targets are symbolic links to the root package's source directories, so the very files the
-// root package ships are compiled here, with `import OpenCombine` chosen by their
-// `#if canImport(Combine) … #elseif canImport(OpenCombine)` pair.
+// Tests PromiseCombine (and the Combine bridges of PromiseCore and CancellablePromiseKit) on
+// Linux, against OpenCombine: a separate package, so the root package and its library products
+// keep no dependency. Its targets are symbolic links to the root package's source directories,
+// so the very files the root package ships are compiled here, with `import OpenCombine` chosen
+// by their `#if canImport(Combine) … #elseif canImport(OpenCombine)` pair.
 //
 //   swift test --package-path CombineCheck
 //   swift run -c release --package-path CombineCheck CombineCost
@@ -20,7 +20,7 @@ let package = Package(
     targets: [
         .target(name: "CPromiseLock"),
         .target(name: "PromiseCore", dependencies: ["CPromiseLock", openCombine]),
-        .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore", "CPromiseLock"]),
+        .target(name: "CancellablePromiseKit", dependencies: ["PromiseCore", "CPromiseLock", openCombine]),
         .target(name: "PromiseCombine", dependencies: ["CancellablePromiseKit", openCombine]),
         .target(name: "PromiseTesting", dependencies: ["PromiseCore"]),
         .target(name: "TestSupport", dependencies: ["PromiseCore", "PromiseTesting"], path: "Tests/TestSupport"),

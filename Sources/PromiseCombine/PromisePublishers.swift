@@ -160,6 +160,11 @@ extension CancellablePromise {
     /// the work going (see ``CancellablePromisePublisher``). Make the publisher once and
     /// subscribe to it as often as needed: each call makes a publisher with a count of its own.
     ///
+    /// `future()` (CancellablePromiseKit, PromiseKit 8's name) is the other bridge: a Combine
+    /// `Future` of the same result, delivered on `conf.Q.return`, which holds no interest in the
+    /// work, so cancelling or dropping it cancels nothing. Use the publisher when the
+    /// subscriptions should own the work, the future where PromiseKit code expects one.
+    ///
     /// ```swift
     /// let image = download(url).publisher()
     /// image.sink(…).store(in: &header)     // header closes: the download goes on
@@ -173,7 +178,8 @@ extension CancellablePromise {
 extension SharedCancellablePromise {
     /// A Combine publisher whose every subscription is a follower of this shared work: the
     /// source is cancelled once every follower, subscriptions included, has been cancelled.
-    /// See ``CancellablePromisePublisher``.
+    /// See ``CancellablePromisePublisher``. (`shared.future()`, by contrast, waits as a follower
+    /// that can never be withdrawn.)
     public func publisher() -> CancellablePromisePublisher<T> {
         CancellablePromisePublisher(self)
     }
