@@ -183,13 +183,9 @@ final class AttachedTaskTests: XCTestCase {
     }
 
     func testInitCancellablePromiseResolverRejectsThePromiseThroughItsResolver() {
-        let task = TokenCancellableSpy()
-        let (promise, resolver) = Promise<Int>.pending()
-        let cancellable = CancellablePromise(cancellable: task, promise: promise, resolver: resolver)
-        cancellable.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
-        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+        cancelCancelsTheTaskAndRejectsThePromise {
+            CancellablePromise(cancellable: $0, promise: $1, resolver: $2)
+        }
     }
 
     func testInitCancellablePromiseResolverFollowsThePromise() {

@@ -225,22 +225,20 @@ final class CancellablePromiseAPITests: XCTestCase {
         let scheduler = TestScheduler()
         let timer = after(seconds: 0.1, scheduler: scheduler)
         let cancellable = timer.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
-        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was unscheduled")
-        scheduler.advance(by: 1)
-        XCTAssertTrue(timer.isPending)  // the timer never fired
+        cancelStopsTheTimer(cancellable, of: scheduler) {
+            XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled)
+            XCTAssertTrue(timer.isPending)  // the timer never fired
+        }
     }
 
     func testCancellableAfterIntervalStopsTheTimer() {
         let scheduler = TestScheduler()
         let timer = after(.milliseconds(100), scheduler: scheduler)
         let cancellable = cancellable(timer)
-        cancellable.cancel()
-        XCTAssertEqual(scheduler.pendingCount, 0, "the timer was unscheduled")
-        scheduler.advance(by: 1)
-        XCTAssertTrue(timer.isPending)
-        XCTAssertTrue(cancellable.isRejected)
+        cancelStopsTheTimer(cancellable, of: scheduler) {
+            XCTAssertTrue(timer.isPending)
+            XCTAssertTrue(cancellable.isRejected)
+        }
     }
 
     // Real time: the default scheduler's timer, cancelled, releases the guarantee at once.

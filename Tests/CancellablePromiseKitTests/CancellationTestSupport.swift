@@ -114,6 +114,36 @@ func cancelled<T>(_ cancellable: CancellablePromise<T>, line: UInt = #line) -> C
     return cancellable
 }
 
+/// Cancels `cancellable`, which stands on a timer of `scheduler`, and checks that the cancel
+/// unscheduled that timer: `outcome` holds right after the cancel and still holds once the
+/// timer's time has passed.
+func cancelStopsTheTimer<T>(
+    _ cancellable: CancellablePromise<T>, of scheduler: TestScheduler, file: StaticString = #filePath,
+    line: UInt = #line, outcome: () -> Void
+) {
+    cancellable.cancel()
+    outcome()
+    XCTAssertEqual(scheduler.pendingCount, 0, "the timer was unscheduled", file: file, line: line)
+    scheduler.advance(by: 1)
+    outcome()
+}
+
+/// Wraps a pending promise and its resolver, with a spy for its task, in the cancellable promise
+/// `make` builds, and cancels that: checks that the task was cancelled once and that the
+/// cancellation rejected both the wrapper and the promise.
+func cancelCancelsTheTaskAndRejectsThePromise(
+    file: StaticString = #filePath, line: UInt = #line,
+    _ make: (TokenCancellableSpy, Promise<Int>, Resolver<Int>) -> CancellablePromise<Int>
+) {
+    let task = TokenCancellableSpy()
+    let (promise, resolver) = Promise<Int>.pending()
+    let cancellable = make(task, promise, resolver)
+    cancellable.cancel()
+    XCTAssertEqual(task.cancelCount, 1, file: file, line: line)
+    XCTAssertEqual(cancellable.error as? CancellablePromiseError, .cancelled, file: file, line: line)
+    XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled, file: file, line: line)
+}
+
 extension XCTestCase {
     /// Runs `work` on a background thread and fails if it does not finish within `timeout`
     /// seconds (a deadlock), instead of hanging the test run.

@@ -185,14 +185,12 @@ final class CancellationTokenExampleTests: XCTestCase {
     }
 
     func testRegisterCancelableOnQueueHonoursTheQueue() {
-        let queue = DispatchQueue(label: "token-example.register")
-        queue.setSpecific(key: TokenCancellableSpy.queueKey, value: "token-example.register")
+        let queue = TokenCancellableSpy.queue(labelled: "token-example.register")
         let cr = CancellationRequest()
         let spy = TokenCancellableSpy()
         cr.token.register(spy, on: queue)
         cr.cancel()
-        queue.sync {}
-        XCTAssertEqual(spy.cancelQueueLabels, ["token-example.register"])
+        XCTAssertEqual(spy.cancelQueueLabels(after: queue), ["token-example.register"])
     }
 
     func testViewControllerCancelsOnDisappearAndReplacingTheRequestInvalidatesOldHandlers() {

@@ -305,7 +305,7 @@ extension ChainOutcome {
     mutating func run() {
         switch consume self {
         case .run(let effects): effects.run()
-        case .release: break
+        case .release(let contents): contents.release()
         case .none: break
         }
         self = .none

@@ -9,6 +9,19 @@ import XCTest
 // the test cancels from inside them, so every step of the rule happens on the test's thread.
 
 final class CurrentTokenTests: XCTestCase {
+    /// A `then` step on `root` whose body keeps the token it sees (`CancellationToken.current`)
+    /// and returns `returned`: the step, and that token once the body ran.
+    private func thenKeepingItsToken(
+        on root: CancellablePromise<Int>, returning returned: Promise<Int>
+    ) -> (step: CancellablePromise<Int>, token: SendableBox<CancellationToken?>) {
+        let token = SendableBox<CancellationToken?>(nil)
+        let step = root.then(on: nil) { _ -> Promise<Int> in
+            token.value = CancellationToken.current
+            return returned
+        }
+        return (step, token)
+    }
+
     /// Outside every body, on the test's thread and on a queue: `none`.
     func testOutsideAnyBodyItIsNone() {
         XCTAssertTrue(CancellationToken.current === CancellationToken.none)
@@ -85,11 +98,7 @@ final class CurrentTokenTests: XCTestCase {
     func testAThenBodysTokenCoversTheWaitOnWhatItReturned() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let (inner, innerResolver) = Promise<Int>.pending()
-        let token = SendableBox<CancellationToken?>(nil)
-        let chain = root.then(on: nil) { _ -> Promise<Int> in
-            token.value = CancellationToken.current
-            return inner
-        }
+        let (chain, token) = thenKeepingItsToken(on: root, returning: inner)
         resolver.fulfill(1)
         XCTAssertEqual(token.value?.isCompleted, false, "the step waits on its returned promise")
         chain.cancel()
@@ -236,11 +245,7 @@ final class CurrentTokenTests: XCTestCase {
     func testALoserCancelledAloneSeesItsTokenCancelled() {
         let (root, resolver) = CancellablePromise<Int>.pending()
         let (slow, slowResolver) = Promise<Int>.pending()
-        let loserToken = SendableBox<CancellationToken?>(nil)
-        let loser = root.then(on: nil) { _ -> Promise<Int> in
-            loserToken.value = CancellationToken.current
-            return slow
-        }
+        let (loser, loserToken) = thenKeepingItsToken(on: root, returning: slow)
         let winner = root.map(on: nil) { $0 + 1 }
         let raced = race([loser, winner], autoCancel: true)
         resolver.fulfill(1)

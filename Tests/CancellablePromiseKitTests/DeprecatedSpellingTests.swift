@@ -82,15 +82,10 @@ final class DeprecatedSpellingTests: XCTestCase {
 
     @available(*, deprecated)
     func testInitTaskForms() {
-        let task = TokenCancellableSpy()
-        let (promise, resolver) = Promise<Int>.pending()
-        let wrapped = CancellablePromise(task: task, promise: promise, resolver: resolver)
-        wrapped.cancel()
-        XCTAssertEqual(task.cancelCount, 1)
-        XCTAssertEqual(promise.error as? CancellablePromiseError, .cancelled)
+        cancelCancelsTheTaskAndRejectsThePromise { CancellablePromise(task: $0, promise: $1, resolver: $2) }
 
         XCTAssertEqual(CancellablePromise<Int>(task: nil, error: Stop()).error as? Stop, Stop())
-        XCTAssertTrue(CancellablePromise(task: task).isFulfilled)
+        XCTAssertTrue(CancellablePromise(task: TokenCancellableSpy()).isFulfilled)
     }
 
     @available(*, deprecated)
@@ -257,11 +252,8 @@ final class DeprecatedSpellingTests: XCTestCase {
     func testCancellingTheGlobalTimeoutStopsItsTimer() {
         let scheduler = TestScheduler()
         let timer = timeout(seconds: 0.1, scheduler: scheduler)
-        let cancellable = timer.cancellize()
-        cancellable.cancel()
-        XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
-        XCTAssertEqual(scheduler.pendingCount, 0, "the timer is unscheduled")
-        scheduler.advance(by: 1)
-        XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
+        cancelStopsTheTimer(timer.cancellize(), of: scheduler) {
+            XCTAssertEqual(timer.error as? CancellablePromiseError, .cancelled)
+        }
     }
 }

@@ -73,10 +73,19 @@ final class OneContextForManyChainsTests: XCTestCase {
     // methods are called in `MainActor.assumeIsolated`, as a main-actor caller would call them,
     // and the test waits for the main queue between those calls.
 
-    func testClosingTheScreenStopsEveryRefreshStillRunning() {
+    /// A screen over a new stand-in API, and that API, once `actions` ran on the screen on the
+    /// main actor.
+    private func openScreen(
+        then actions: @MainActor (FeedScreen) -> Void
+    ) -> (api: OneContextExample.API, screen: FeedScreen) {
         let api = OneContextExample.API()
         let screen = MainActor.assumeIsolated { FeedScreen(api: api) }
-        MainActor.assumeIsolated {
+        MainActor.assumeIsolated { actions(screen) }
+        return (api, screen)
+    }
+
+    func testClosingTheScreenStopsEveryRefreshStillRunning() {
+        let (api, screen) = openScreen { screen in
             screen.refresh()
             screen.refresh()
         }
@@ -91,9 +100,7 @@ final class OneContextForManyChainsTests: XCTestCase {
     }
 
     func testASettledRefreshLeavesTheContext() {
-        let api = OneContextExample.API()
-        let screen = MainActor.assumeIsolated { FeedScreen(api: api) }
-        MainActor.assumeIsolated { screen.refresh() }
+        let (api, screen) = openScreen { $0.refresh() }
         XCTAssertEqual(screen.context.debugDescription, "CancelContext(pending: 3)", "the request, `done`, `catch`")
         api.requests[0].resolver.fulfill(Feed(items: ["a"]))
         XCTAssertTrue(eventually { screen.shown.feeds.all == [Feed(items: ["a"])] })
@@ -112,9 +119,7 @@ final class OneContextForManyChainsTests: XCTestCase {
     }
 
     func testARefreshAfterTheCloseIsCancelledAtOnce() {
-        let api = OneContextExample.API()
-        let screen = MainActor.assumeIsolated { FeedScreen(api: api) }
-        MainActor.assumeIsolated {
+        let (api, screen) = openScreen { screen in
             screen.close()
             screen.refresh()
         }

@@ -10,18 +10,67 @@ import XCTest
 // source, so the source is cancelled only when every follower was cancelled.
 // A failure names the seed and the step; to replay one seed, set `firstSeed` and `seeds`.
 
+/// What a model expects of a follower.
+private enum Expected: Equatable {
+    case waiting
+    case value(Int)
+    case failed
+    case cancelled
+
+    /// What `outcome` shows of its follower.
+    init(shownBy outcome: FollowerOutcome) {
+        if outcome.isPending {
+            self = .waiting
+        } else if let value = outcome.value {
+            self = .value(value)
+        } else if outcome.isCancellation {
+            self = .cancelled
+        } else {
+            self = .failed
+        }
+    }
+}
+
+/// The followers a randomized test made, by the index its model knows them by: whether the test
+/// still holds each (`nil` once dropped), and what each settled with.
+private struct HeldFollowers {
+    private var held: [CancellablePromise<Int>?] = []
+    private(set) var outcomes: [FollowerOutcome] = []
+
+    /// Whether the test still holds a follower.
+    var anyHeld: Bool { held.contains { $0 != nil } }
+
+    mutating func append(_ follower: CancellablePromise<Int>) {
+        held.append(follower)
+        outcomes.append(FollowerOutcome(follower))
+    }
+
+    /// Cancels a follower still held, picked at random, and passes its index to `cancelled` (to
+    /// tell the model); returns the step's name. Only when `anyHeld`.
+    mutating func cancelOne(using generator: inout SeededGenerator, _ cancelled: (Int) -> Void) -> String {
+        let index = held.indices.filter { held[$0] != nil }.randomElement(using: &generator)!
+        held[index]!.cancel()
+        cancelled(index)
+        return "cancel \(index)"
+    }
+
+    /// Drops a follower still held, picked at random (the model: an abandoned follower keeps
+    /// waiting), and passes its index to `dropped`; returns the step's name. Only when `anyHeld`.
+    mutating func dropOne(using generator: inout SeededGenerator, _ dropped: (Int) -> Void = { _ in }) -> String {
+        let index = held.indices.filter { held[$0] != nil }.randomElement(using: &generator)!
+        held[index] = nil
+        dropped(index)
+        return "drop \(index)"
+    }
+
+    /// Drops every follower still held.
+    mutating func dropAll() { held = held.map { _ in nil } }
+}
+
 final class SharedWorkModelTests: XCTestCase {
     private static let firstSeed: UInt64 = 1
     private static let seeds = 2_000
     private static let steps = 40
-
-    /// What the model expects of a follower.
-    private enum Expected: Equatable {
-        case waiting
-        case value(Int)
-        case failed
-        case cancelled
-    }
 
     /// What the model expects of the source.
     private enum Source: Equatable {
@@ -74,33 +123,26 @@ final class SharedWorkModelTests: XCTestCase {
             var model = Model()
             let task = SharedSourceTask()
             let shared = task.promise.shared()
-            var held: [CancellablePromise<Int>?] = []
-            var outcomes: [FollowerOutcome] = []
+            var followers = HeldFollowers()
             var weakFollowers: [SharedCancellablePromiseTests.WeakFollower] = []
 
             for step in 0..<Self.steps {
                 let roll = Int.random(in: 0..<100, using: &generator)
-                let heldIndices = held.indices.filter { held[$0] != nil }
                 var operation: String
                 switch roll {
                 case 0..<40:
                     operation = "follower"
                     let follower = shared.follower()
-                    held.append(follower)
-                    outcomes.append(FollowerOutcome(follower))
+                    followers.append(follower)
                     weakFollowers.append(.init(follower))
                     model.followers.append(model.joining)
-                case 40..<60 where !heldIndices.isEmpty:
-                    let index = heldIndices.randomElement(using: &generator)!
-                    operation = "cancel \(index)"
-                    held[index]!.cancel()
-                    model.cancel(index)
-                case 60..<80 where !heldIndices.isEmpty:
-                    let index = heldIndices.randomElement(using: &generator)!
-                    operation = "drop \(index)"
-                    held[index] = nil  // the model: an abandoned follower keeps waiting
-                    XCTAssertNil(
-                        weakFollowers[index].follower, "seed \(seed) step \(step): a dropped follower is freed")
+                case 40..<60 where followers.anyHeld:
+                    operation = followers.cancelOne(using: &generator) { model.cancel($0) }
+                case 60..<80 where followers.anyHeld:
+                    operation = followers.dropOne(using: &generator) { index in
+                        XCTAssertNil(
+                            weakFollowers[index].follower, "seed \(seed) step \(step): a dropped follower is freed")
+                    }
                 case 80..<88:
                     operation = "fulfil"
                     task.resolver.fulfill(step)
@@ -121,24 +163,14 @@ final class SharedWorkModelTests: XCTestCase {
                 XCTAssertEqual(shared.followerCount, model.waiting, context)
                 XCTAssertEqual(task.cancelCount.value, model.cancelClosureCalls, context)
                 XCTAssertEqual(shared.isCancelled, model.source == .cancelled, context)
-                for (index, outcome) in outcomes.enumerated() {
-                    let actual: Expected
-                    if outcome.isPending {
-                        actual = .waiting
-                    } else if let value = outcome.value {
-                        actual = .value(value)
-                    } else if outcome.isCancellation {
-                        actual = .cancelled
-                    } else {
-                        actual = .failed
-                    }
-                    XCTAssertEqual(actual, model.followers[index], "\(context): follower \(index)")
+                for (index, outcome) in followers.outcomes.enumerated() {
+                    XCTAssertEqual(Expected(shownBy: outcome), model.followers[index], "\(context): follower \(index)")
                 }
             }
             // Whatever is left: drop every follower (they keep waiting), then settle the source:
             // every follower settled, and nothing is left alive.
-            held = []
-            for (index, outcome) in outcomes.enumerated() {
+            followers.dropAll()
+            for (index, outcome) in followers.outcomes.enumerated() {
                 XCTAssertEqual(
                     outcome.isPending, model.followers[index] == .waiting,
                     "seed \(seed): dropped follower \(index) waits until the source settles")
@@ -148,7 +180,7 @@ final class SharedWorkModelTests: XCTestCase {
             XCTAssertEqual(weakFollowers.filter { $0.follower != nil }.count, 0, "seed \(seed): followers freed")
             XCTAssertEqual(task.cancelCount.value, model.cancelClosureCalls, "seed \(seed)")
             XCTAssertLessThanOrEqual(task.cancelCount.value, 1, "seed \(seed)")
-            XCTAssertTrue(outcomes.allSatisfy { !$0.isPending }, "seed \(seed): a follower left pending")
+            XCTAssertTrue(followers.outcomes.allSatisfy { !$0.isPending }, "seed \(seed): a follower left pending")
             XCTAssertEqual(shared.followerCount, 0, "seed \(seed)")
         }
     }
@@ -162,12 +194,6 @@ final class InFlightCoalescerModelTests: XCTestCase {
     private static let seeds = 1_000
     private static let steps = 40
     private static let keys = 3
-
-    private enum Expected: Equatable {
-        case waiting
-        case value(Int)
-        case cancelled
-    }
 
     private struct Model {
         /// Every piece of work started, in order: its key, whether it is in flight, and whether
@@ -217,13 +243,11 @@ final class InFlightCoalescerModelTests: XCTestCase {
             var model = Model()
             let coalescer = InFlightCoalescer<Int, Int>()
             var tasks: [SharedSourceTask] = []
-            var held: [CancellablePromise<Int>?] = []
-            var outcomes: [FollowerOutcome] = []
+            var followers = HeldFollowers()
 
             for step in 0..<Self.steps {
                 let roll = Int.random(in: 0..<100, using: &generator)
                 let key = Int.random(in: 0..<Self.keys, using: &generator)
-                let heldIndices = held.indices.filter { held[$0] != nil }
                 let operation: String
                 switch roll {
                 case 0..<45:
@@ -233,18 +257,12 @@ final class InFlightCoalescerModelTests: XCTestCase {
                         tasks.append(task)
                         return task.promise
                     }
-                    held.append(follower)
-                    outcomes.append(FollowerOutcome(follower))
+                    followers.append(follower)
                     model.request(key)
-                case 45..<65 where !heldIndices.isEmpty:
-                    let index = heldIndices.randomElement(using: &generator)!
-                    operation = "cancel \(index)"
-                    held[index]!.cancel()
-                    model.cancel(index)
-                case 65..<80 where !heldIndices.isEmpty:
-                    let index = heldIndices.randomElement(using: &generator)!
-                    operation = "drop \(index)"
-                    held[index] = nil  // the model: an abandoned follower keeps waiting
+                case 45..<65 where followers.anyHeld:
+                    operation = followers.cancelOne(using: &generator) { model.cancel($0) }
+                case 65..<80 where followers.anyHeld:
+                    operation = followers.dropOne(using: &generator)
                 case 80..<100:
                     operation = "fulfil \(key)"
                     if let work = model.inFlight(key), work < tasks.count { tasks[work].resolver.fulfill(step) }
@@ -263,23 +281,22 @@ final class InFlightCoalescerModelTests: XCTestCase {
                 for (index, work) in model.works.enumerated() where index < tasks.count {
                     XCTAssertEqual(tasks[index].cancelCount.value, work.cancelled ? 1 : 0, "\(context): work \(index)")
                 }
-                for (index, outcome) in outcomes.enumerated() {
-                    let actual: Expected =
-                        outcome.isPending ? .waiting : outcome.value.map { .value($0) } ?? .cancelled
-                    XCTAssertEqual(actual, model.followers[index].expected, "\(context): follower \(index)")
+                for (index, outcome) in followers.outcomes.enumerated() {
+                    XCTAssertEqual(
+                        Expected(shownBy: outcome), model.followers[index].expected, "\(context): follower \(index)")
                 }
             }
             // Dropping every follower ends nothing; settling the work in flight ends it all.
-            held = []
+            followers.dropAll()
             XCTAssertEqual(coalescer.inFlightCount, model.works.filter(\.inFlight).count, "seed \(seed)")
             for key in 0..<Self.keys {
                 if let work = model.inFlight(key), work < tasks.count { tasks[work].resolver.fulfill(-1) }
                 model.fulfil(key, -1)
             }
             XCTAssertEqual(coalescer.inFlightCount, 0, "seed \(seed): settled work leaves the coalescer")
-            for (index, outcome) in outcomes.enumerated() {
-                let actual: Expected = outcome.isPending ? .waiting : outcome.value.map { .value($0) } ?? .cancelled
-                XCTAssertEqual(actual, model.followers[index].expected, "seed \(seed): follower \(index)")
+            for (index, outcome) in followers.outcomes.enumerated() {
+                XCTAssertEqual(
+                    Expected(shownBy: outcome), model.followers[index].expected, "seed \(seed): follower \(index)")
             }
         }
     }

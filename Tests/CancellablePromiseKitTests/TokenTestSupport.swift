@@ -28,6 +28,26 @@ final class TokenCancellableSpy: Cancellable, @unchecked Sendable {
     var isCancelled: Bool { cancelCount > 0 }
     var cancelCount: Int { lock.withLock { cancels } }
     var cancelQueueLabels: [String?] { lock.withLock { queueLabels } }
+
+    /// A serial queue a spy knows by `label`: a cancel that comes on it records that label.
+    static func queue(labelled label: String) -> DispatchQueue {
+        let queue = DispatchQueue(label: label)
+        queue.setSpecific(key: queueKey, value: label)
+        return queue
+    }
+
+    /// A new spy, registered with `token` to be cancelled on `queue`.
+    static func registered(with token: CancellationToken, on queue: DispatchQueue) -> TokenCancellableSpy {
+        let spy = TokenCancellableSpy()
+        token.register(spy, on: queue)
+        return spy
+    }
+
+    /// `cancelQueueLabels`, once `queue` has run what was sent to it before this call.
+    func cancelQueueLabels(after queue: DispatchQueue) -> [String?] {
+        queue.sync {}
+        return cancelQueueLabels
+    }
 }
 
 /// The error a `StandInDataTask` completes with when cancelled (URLSession's is

@@ -269,19 +269,14 @@ final class TokenTests: XCTestCase {
     }
 
     func testRegisterWithQueueCallsCancelOnThatQueue() {
-        let queue = DispatchQueue(label: "token.register")
-        queue.setSpecific(key: TokenCancellableSpy.queueKey, value: "token.register")
+        let queue = TokenCancellableSpy.queue(labelled: "token.register")
         let request = CancellationRequest()
-        let spy = TokenCancellableSpy()
-        request.token.register(spy, on: queue)
+        let spy = TokenCancellableSpy.registered(with: request.token, on: queue)
         request.cancel()
-        queue.sync {}
-        XCTAssertEqual(spy.cancelQueueLabels, ["token.register"])
+        XCTAssertEqual(spy.cancelQueueLabels(after: queue), ["token.register"])
 
-        let late = TokenCancellableSpy()
-        request.token.register(late, on: queue)
-        queue.sync {}
-        XCTAssertEqual(late.cancelQueueLabels, ["token.register"])
+        let late = TokenCancellableSpy.registered(with: request.token, on: queue)
+        XCTAssertEqual(late.cancelQueueLabels(after: queue), ["token.register"])
     }
 
     func testRegisterWithoutQueueCallsCancelSynchronously() {

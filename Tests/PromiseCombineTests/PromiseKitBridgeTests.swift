@@ -14,6 +14,14 @@ import OpenCombine
 #if canImport(Combine) || canImport(OpenCombine)
 private enum Failure: Error { case dummy }
 
+/// A future that completes with `result` later, on another thread: PromiseKit's own cases.
+private func futureCompletingLater<Failing: Error>(with result: Swift.Result<Int, Failing>) -> Future<Int, Failing> {
+    Future { complete in
+        let complete = UncheckedBox(complete)
+        DispatchQueue.global().async { complete.value(result) }
+    }
+}
+
 final class PromiseKitBridgeTests: XCTestCase {
     private var subscriptions = Set<AnyCancellable>()
 
@@ -75,11 +83,7 @@ final class PromiseKitBridgeTests: XCTestCase {
 
     func testFuturePromiseValue() {
         let fulfilled = expectation(description: "value")
-        let future = Future<Int, Error> { complete in
-            let complete = UncheckedBox(complete)
-            // As PromiseKit's own case: the future completes later, on another thread.
-            DispatchQueue.global().async { complete.value(.success(1)) }
-        }
+        let future: Future<Int, Error> = futureCompletingLater(with: .success(1))
         future.promise().done { value in
             XCTAssertEqual(value, 1)
             fulfilled.fulfill()
@@ -89,11 +93,7 @@ final class PromiseKitBridgeTests: XCTestCase {
 
     func testFutureGuaranteeValue() {
         let resolved = expectation(description: "value")
-        let future = Future<Int, Never> { complete in
-            let complete = UncheckedBox(complete)
-            // As PromiseKit's own case: the future completes later, on another thread.
-            DispatchQueue.global().async { complete.value(.success(1)) }
-        }
+        let future: Future<Int, Never> = futureCompletingLater(with: .success(1))
         future.guarantee().done { value in
             XCTAssertEqual(value, 1)
             resolved.fulfill()
@@ -103,13 +103,7 @@ final class PromiseKitBridgeTests: XCTestCase {
 
     func testFuturePromiseError() {
         let rejected = expectation(description: "failure")
-        let future = Future<Int, Error> { complete in
-            let complete = UncheckedBox(complete)
-            // As PromiseKit's own case: the future completes later, on another thread.
-            DispatchQueue.global().async {
-                complete.value(.failure(Failure.dummy))
-            }
-        }
+        let future: Future<Int, Error> = futureCompletingLater(with: .failure(Failure.dummy))
         future.promise().done { _ in XCTFail("a failed future fulfilled its promise") }.catch { error in
             guard case .dummy? = error as? Failure else { return XCTFail("rejected with \(error)") }
             rejected.fulfill()

@@ -15,6 +15,26 @@ import OpenCombine
 final class StressTests: XCTestCase {
     let rounds = 10_000
 
+    /// Runs `first` and `second` on two threads of the concurrent `queue`, released together, and
+    /// waits until both have returned: one round of a race.
+    private func race(
+        on queue: DispatchQueue, _ first: @escaping @Sendable () -> Void, _ second: @escaping @Sendable () -> Void
+    ) {
+        let start = DispatchGroup()
+        let finished = DispatchGroup()
+        start.enter()
+        for body in [first, second] {
+            finished.enter()
+            queue.async {
+                start.wait()
+                body()
+                finished.leave()
+            }
+        }
+        start.leave()
+        finished.wait()
+    }
+
     func testCancellingASubscriptionWhileThePromiseSettles() {
         let queue = DispatchQueue(label: "settle", attributes: .concurrent)
         var delivered = 0
@@ -23,23 +43,7 @@ final class StressTests: XCTestCase {
             let (promise, resolver) = CancellablePromise<Int>.pending()
             let probe = ProbeSubscriber<Int, Error>()
             promise.publisher().subscribe(probe)
-            let start = DispatchGroup()
-            let finished = DispatchGroup()
-            start.enter()
-            finished.enter()
-            queue.async {
-                start.wait()
-                resolver.fulfill(round)
-                finished.leave()
-            }
-            finished.enter()
-            queue.async {
-                start.wait()
-                probe.cancel()
-                finished.leave()
-            }
-            start.leave()
-            finished.wait()
+            race(on: queue, { resolver.fulfill(round) }, { probe.cancel() })
             // Either the value and `.finished` were delivered, or nothing was; never a failure.
             let values = probe.values
             if values.isEmpty {
@@ -69,23 +73,7 @@ final class StressTests: XCTestCase {
             let promise = publisher.cancellablePromise()
             let probe = publisher.subscriptions[0]
             publisher.forget()
-            let start = DispatchGroup()
-            let finished = DispatchGroup()
-            start.enter()
-            finished.enter()
-            queue.async {
-                start.wait()
-                probe.send(round)
-                finished.leave()
-            }
-            finished.enter()
-            queue.async {
-                start.wait()
-                promise.cancel()
-                finished.leave()
-            }
-            start.leave()
-            finished.wait()
+            race(on: queue, { probe.send(round) }, { promise.cancel() })
             XCTAssertTrue(probe.isCancelled)
             switch promise.result {
             case .fulfilled(let value)?: XCTAssertEqual(value, round)

@@ -55,8 +55,8 @@ import PromiseCore
 // A running body's token (`CancellationToken.current`): while a member's body runs, PromiseCore
 // marks the storage and the member's slot as the thread's running body; a body that reads
 // `current` asks the storage, whose machine makes the member's token once and keeps it in the
-// member's table, by slot, until the member leaves (completed "not cancelled") or a cancellation
-// that finds the member pending cancels it.
+// member's slot (`MemberContents.token`) until the member leaves (completed "not cancelled") or
+// a cancellation that finds the member pending cancels it.
 //
 // Lock order: only a join holds two storage locks, those of two roots, taken in address order.
 // A storage lock may be held while taking promise locks (to reject the chain's promises, to
@@ -144,9 +144,9 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         return withForwardedRoot(body)
     }
 
-    /// `withRoot` for a storage a join absorbed, called with it locked (out of line: most
-    /// storages are roots).
-    @inline(never)
+    /// `withRoot` for a storage a join absorbed, called with it locked (the path to the root is
+    /// followed out of line, in `lockForwardedRoot`).
+    @inline(__always)
     private func withForwardedRoot<R: ~Copyable>(_ body: (_ root: CancelStorage, _ home: MemberHome) -> R) -> R {
         let root = lockForwardedRoot()
         let result = body(root, MemberHome(storage: ObjectIdentifier(self), isRoot: false))
@@ -212,18 +212,10 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         case .none:
             return
         case .release(let contents):
-            if contents.link != nil { CancelStorage.releaseLink(of: contents) }
+            if contents.link != nil || contents.token != nil { contents.release() }
         case .run(let effects):
             run(effects, site: site, excluding: excluded)
         }
-    }
-
-    @inline(never)
-    private static func releaseLink(of contents: consuming MemberContents) {
-        guard let link = contents.link else { return }
-        contents.link = nil
-        var links = [link]
-        LinkRelease.release(&links)
     }
 
     @inline(never)
@@ -307,9 +299,9 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         withRoot { root, home in root.chain.capacity(of: home) }
     }
 
-    /// The running bodies' tokens the chain keeps, and the room for them (for tests).
-    var bodyTokenRoom: (count: Int, capacity: Int) {
-        withRoot { root, _ in root.chain.bodyTokenRoom }
+    /// The running bodies' tokens the chain keeps (for tests).
+    var bodyTokenCount: Int {
+        withRoot { root, _ in root.chain.bodyTokenCount }
     }
 
     /// The root this storage forwards to now (itself unless absorbed by a join).
@@ -441,16 +433,11 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
 
     /// Records a link of the member `key` of this storage (see `ChainState.link`); `reaching`
     /// is the storage of the chain a `.chain` link reaches (a link into this very chain links
-    /// nothing: the machine decides it under this chain's lock), `linking` its promise (a settled
-    /// one links nothing, decided there too).
-    func link(
-        _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, reaching: ObjectIdentifier? = nil,
-        linking: (any CancelTarget)? = nil
-    ) {
+    /// nothing: the machine decides it under this chain's lock).
+    func link(_ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, reaching: ObjectIdentifier? = nil) {
         let outcome = withRoot { root, home in
             root.chain.link(
-                key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: reaching, root: ObjectIdentifier(root),
-                linking: linking)
+                key, link, whileBodyRuns: whileBodyRuns, in: home, reaching: reaching, root: ObjectIdentifier(root))
         }
         perform(outcome)
     }

@@ -50,8 +50,10 @@ struct ChainEffects: ~Copyable {
         if !hasSingle { single = consume handlers } else { makeMore().released.append(consume handlers) }
     }
 
-    /// Releases what a member held.
-    mutating func release(_ taken: MemberContents) {
+    /// Releases what a member that left held; its running body's token, if any, is completed
+    /// "not cancelled".
+    mutating func release(_ taken: consuming MemberContents) {
+        if let token = taken.token.take() { complete(token, cancelled: false) }
         if !taken.isEmpty { makeMore().dropped.append(taken) }
     }
 

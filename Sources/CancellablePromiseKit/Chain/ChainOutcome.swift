@@ -25,7 +25,8 @@ enum ChainOutcome: ~Copyable {
         switch self {
         case .none:
             break
-        case .release(let contents):
+        case .release(var contents):
+            if contents.token.take() != nil { summary.tokens.append(false) }
             if !contents.isEmpty { summary.released.append(Held(contents)) }
         case .run(let effects):
             effects.addSummary(to: &summary)

@@ -37,7 +37,7 @@ extension ChainState {
     /// uncalled; their slots are freed by their promises' settle notifications. Their running
     /// bodies' tokens complete "not cancelled" (see `handlesGone`).
     static func abandonTable(_ table: inout MemberTable, into effects: inout ChainEffects) {
-        for token in table.takeAllBodyTokens() { effects.complete(token, cancelled: false) }
+        if let token = table.takeFirstBodyToken() { effects.complete(token, cancelled: false) }
         guard table.listedCount > 0 else { return }
         var index = 0
         while index < table.slotCount {
@@ -71,7 +71,8 @@ extension ChainState {
         var taken = table.take(index)
         let wasPending: Bool
         if rejecting {
-            guard let target = taken.target else {
+            // Moved out (no reference taken): put back unless the rejection released it.
+            guard let target = taken.target.take() else {
                 preconditionFailure("ChainState.cancelMember: a listed member has its promise")
             }
             let settled = target.settle(rejected: error)
@@ -79,15 +80,16 @@ extension ChainState {
             switch consume settled {
             case .none:
                 wasPending = false
+                taken.target = target
             case .settled:
                 wasPending = true
+                taken.target = target
                 // Nothing to run; the promise is released after the lock (its step may hold a
                 // body whose captures run user code as they go).
                 effects.runHandlers(.settled)
             case .released(let source, let handlers, let attachment, let key):
-                wasPending = true
                 // `source` is the promise: the handlers keep it until they have run.
-                taken.target = nil
+                wasPending = true
                 if let attachment, ObjectIdentifier(attachment) == home, key == UInt32(index) {
                     // This member left the chain here, under the lock: `drain` does not tell the
                     // chain again (it would take the lock again).
@@ -97,26 +99,22 @@ extension ChainState {
                 }
             }
             if wasPending {
-                if let body = taken.cancelBody {
-                    taken.cancelBody = nil
-                    effects.call(body)
-                }
-                if let link = taken.link {
-                    taken.link = nil
-                    effects.follow(link, error: error)
-                }
+                if let body = taken.cancelBody.take() { effects.call(body) }
+                if let link = taken.link.take() { effects.follow(link, error: error) }
             }
         } else {
             // Asked only if its body read a token (it takes the promise's lock): nothing else
             // depends on it here.
-            wasPending = table.hasBodyTokens ? (taken.target?.isPending ?? true) : true
-            if let link = taken.link {
-                taken.link = nil
-                effects.follow(link, error: error)
-            }
+            wasPending = taken.token == nil ? true : (taken.target?.isPending ?? true)
+            if let link = taken.link.take() { effects.follow(link, error: error) }
         }
-        if wasPending, table.hasBodyTokens, let token = table.takeBodyToken(UInt32(index)) {
-            effects.complete(token, cancelled: true)
+        if let token = taken.token.take() {
+            if wasPending {
+                effects.complete(token, cancelled: true)
+            } else {
+                // Spared: the member's settle notification completes it "not cancelled".
+                table.setBodyToken(index, token)
+            }
         }
         effects.release(taken)
         if rejecting && wasPending {

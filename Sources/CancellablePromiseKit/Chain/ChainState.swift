@@ -28,7 +28,7 @@ import PromiseCore
 // - `join`: two chains become one, the smaller group absorbed by the larger; joining a
 //   cancelled chain cancels the other.
 // - `runningBodyToken`: a body that runs reads its member's token (`CancellationToken.current`),
-//   made on first read and kept in the member's table; the token is cancelled with the chain (or
+//   made on first read and kept in the member's slot; the token is cancelled with the chain (or
 //   with the member, cancelled alone) while the member is pending, completed "not cancelled"
 //   when it leaves on its own or the chain is abandoned.
 //
@@ -113,15 +113,11 @@ struct ChainState {
         return group?.tables.readTable(home.storage) { $0.capacity } ?? 0
     }
 
-    /// The running bodies' tokens the chain keeps, and the room for them, in every table (for
-    /// tests of their bound).
-    var bodyTokenRoom: (count: Int, capacity: Int) {
-        var room = table.bodyTokenRoom
-        group?.tables.forEachTable { table in
-            room.count += table.bodyTokenRoom.count
-            room.capacity += table.bodyTokenRoom.capacity
-        }
-        return room
+    /// The running bodies' tokens the chain keeps, in every table (for tests of their bound).
+    var bodyTokenCount: Int {
+        var count = table.tokensInUse
+        group?.tables.forEachTable { count += $0.tokensInUse }
+        return count
     }
 
     /// Whether `storage` belongs to this chain, whose root is `root`: the root itself, or an
@@ -264,9 +260,9 @@ struct ChainState {
             let isActive = phaseName == .active
             let isCancelled = phaseName == .cancelled
             withTable(home) { table in
-                guard let token = table.takeBodyToken(ChainState.firstBodySlot) else { return }
+                guard let token = table.takeFirstBodyToken() else { return }
                 if isActive, attached {
-                    table.setBodyToken(key.slot, token)
+                    table.setBodyToken(index, token)
                 } else {
                     effects.complete(token, cancelled: isCancelled)
                 }
@@ -301,14 +297,10 @@ struct ChainState {
             guard index < table.slotCount else { return .none }
             switch table.state(index) {
             case .listed, .detached:
+                // With its running body's token, if any: completed "not cancelled".
                 let taken = table.take(index)
-                let token = table.hasBodyTokens ? table.takeBodyToken(UInt32(index)) : nil
                 table.free(index)
-                guard let token else { return .release(taken) }
-                var effects = ChainEffects()
-                effects.complete(token, cancelled: false)
-                effects.release(taken)
-                return .run(effects)
+                return .release(taken)
             case .reserved:
                 preconditionFailure("ChainState.memberSettled: a member reports only once listed")
             case .free:
@@ -327,16 +319,13 @@ struct ChainState {
     /// no link. `whileBodyRuns`: the link comes from the member's own step body, which is
     /// running. A link into this very chain (`reaching` one of its storages) links nothing: the
     /// chain cancels that promise anyway, and a link to its own handle would keep the chain
-    /// cancellable for ever; it is released. So is a link to a promise that settled
-    /// (`linking`, the promise of the chain a `.chain` link reaches): a settled promise links
-    /// nothing.
+    /// cancellable for ever; it is released. (A settled promise links nothing: its chain is not
+    /// asked for a link, see `_ChainMember.link(chainOf:_:whileBodyRuns:)`.)
     mutating func link(
         _ key: SlotKey, _ link: CancelLink, whileBodyRuns: Bool, in home: MemberHome, reaching: ObjectIdentifier?,
-        root: ObjectIdentifier, linking: (any CancelTarget)? = nil
+        root: ObjectIdentifier
     ) -> ChainOutcome {
-        let released = ChainOutcome.release(MemberContents(cancelBody: nil, link: link, target: nil))
-        if let reaching, contains(reaching, root: root) { return released }
-        if let linking, !linking.isPending { return released }
+        if let reaching, contains(reaching, root: root) { return .release(MemberContents(link: link)) }
         let followError: any Error
         switch phase {
         case .active, .cancelled:
@@ -356,10 +345,10 @@ struct ChainState {
             } else if whileBodyRuns {
                 followError = boxedCancellation
             } else {
-                return released
+                return .release(MemberContents(link: link))
             }
         case .abandoned:
-            return released
+            return .release(MemberContents(link: link))
         case .absorbed:
             preconditionFailure("ChainState.link: an absorbed storage links nothing (lock the root)")
         }
@@ -475,7 +464,7 @@ struct ChainState {
 
     /// The token of the member whose body runs: slot `slot` of `home`'s table, whose promise is
     /// `step` (`nil` and `firstBodySlot`: a body run before its promise is listed). In an active
-    /// chain, the member's token, made on the first read and kept in its table; `.cancelled` if
+    /// chain, the member's token, made on the first read and kept in its slot; `.cancelled` if
     /// the member is no longer listed with that promise (a running body's step leaves only when a
     /// cancellation rejects it), checked before the kept token is looked up: a member cancelled
     /// alone frees its slot at once, and a later member may hold that slot and a token by now;

@@ -19,10 +19,11 @@ struct MemberTable {
     private(set) var observersInUse = 0
     /// Slots in the `listed` state.
     private(set) var listedCount = 0
-    /// The tokens running bodies of this table's members read (`CancellationToken.current`), by
-    /// slot; `nil` until the first is made, so that a table whose bodies never read one pays one
-    /// word for it. A slot's token goes when its member leaves (see `ChainState`).
-    private var bodyTokens: [UInt32: CancellationToken]?
+    /// Slots whose member holds a running body's token (`MemberContents.token`).
+    private(set) var tokensInUse = 0
+    /// The token the body of a cancellable promise's initialiser read before the promise was
+    /// listed (see `ChainState.firstBodySlot`): it moves to the member's slot when it is.
+    private var firstBodyToken: CancellationToken?
 
     init() {}
 
@@ -104,6 +105,7 @@ struct MemberTable {
     mutating func take(_ index: Int) -> MemberContents {
         var taken = MemberContents()
         slots.withContents(index) { swap(&taken, &$0.contents) }
+        if taken.token != nil { tokensInUse -= 1 }
         return taken
     }
 
@@ -135,48 +137,39 @@ struct MemberTable {
 
     // MARK: Running bodies' tokens
 
-    /// The tokens kept, and the room for them (for tests of their bound).
-    var bodyTokenRoom: (count: Int, capacity: Int) { (bodyTokens?.count ?? 0, bodyTokens?.capacity ?? 0) }
-
     /// Whether a running body of this table read a token that is still kept.
-    var hasBodyTokens: Bool { bodyTokens?.isEmpty == false }
+    var hasBodyTokens: Bool { tokensInUse > 0 || firstBodyToken != nil }
 
-    /// The token of slot `slot`'s running body: the one kept, or a new one, kept from now on.
+    /// The token of slot `slot`'s running body (`ChainState.firstBodySlot`: the initialiser's
+    /// body, before its promise is listed): the one kept, or a new one, kept from now on.
     mutating func bodyToken(_ slot: UInt32) -> CancellationToken {
-        if let token = bodyTokens?[slot] { return token }
-        let made = CancellationToken()
-        if bodyTokens == nil { bodyTokens = [:] }
-        bodyTokens![slot] = made
-        return made
-    }
-
-    /// Keeps `token` as the token of slot `slot`'s running body.
-    mutating func setBodyToken(_ slot: UInt32, _ token: CancellationToken) {
-        if bodyTokens == nil { bodyTokens = [:] }
-        bodyTokens![slot] = token
-    }
-
-    /// Takes the token of slot `slot`'s running body, if one was read. Out of line: the events of
-    /// every chain link call it only once a body has read a token.
-    @inline(never)
-    mutating func takeBodyToken(_ slot: UInt32) -> CancellationToken? {
-        guard let token = bodyTokens?.removeValue(forKey: slot) else { return nil }
-        // Dropped once empty (a table is one storage's: most read one token at a time), and made
-        // again at its size once mostly empty, so a long-lived table keeps what is live.
-        if let tokens = bodyTokens, tokens.isEmpty || (tokens.capacity > 16 && tokens.count * 4 < tokens.capacity) {
-            bodyTokens =
-                tokens.isEmpty
-                ? nil
-                : [UInt32: CancellationToken](minimumCapacity: tokens.count * 2)
-                    .merging(tokens) { a, _ in a }
+        if slot == ChainState.firstBodySlot {
+            if let firstBodyToken { return firstBodyToken }
+            let made = CancellationToken()
+            firstBodyToken = made
+            return made
         }
+        var made = false
+        let token = slots.withContents(Int(slot)) { member -> CancellationToken in
+            if let token = member.contents.token { return token }
+            let token = CancellationToken()
+            member.contents.token = token
+            made = true
+            return token
+        }
+        if made { tokensInUse += 1 }
         return token
     }
 
-    /// Takes every token kept.
-    mutating func takeAllBodyTokens() -> [CancellationToken] {
-        guard let tokens = bodyTokens else { return [] }
-        bodyTokens = nil
-        return Array(tokens.values)
+    /// Takes the token the initialiser's body read, if any.
+    mutating func takeFirstBodyToken() -> CancellationToken? {
+        firstBodyToken.take()
+    }
+
+    /// Keeps `token` as the token of slot `index`'s running body (a member whose contents were
+    /// taken, or a first member given its initialiser's body's token).
+    mutating func setBodyToken(_ index: Int, _ token: CancellationToken) {
+        slots.withContents(index) { $0.contents.token = token }
+        tokensInUse += 1
     }
 }
