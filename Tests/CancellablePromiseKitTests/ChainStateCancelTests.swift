@@ -174,6 +174,26 @@ final class ChainStateCancelTests: XCTestCase {
         assertRejected(other, with: CancellablePromiseError.cancelled)
     }
 
+    /// What a bag does for a stored finalizer, whose promise is not a member: the chain is
+    /// cancelled only while that promise is pending, decided under the chain's lock.
+    func testCancelIfPendingCancelsTheChainOnlyWhileTheFinalizersPromiseIsPending() {
+        var chain = Chain(members: 1)
+        let (finalizer, seal) = Promise<Int>.pending()
+        let saved = chain.state
+        seal.fulfill(1)
+        assertNone(chain.state.cancelIfPending(finalizer, root: chain.root.id))
+        XCTAssertEqual(chain.phase, .active)
+        assertPending(chain.members[0])
+
+        chain.state = saved
+        let (pendingFinalizer, pendingSeal) = Promise<Int>.pending()
+        assertReturned(
+            chain.state.cancelIfPending(pendingFinalizer, root: chain.root.id), rejectedAndCalled(chain.members))
+        XCTAssertEqual(chain.state.cancelledError as? CancellablePromiseError, .cancelled)
+        assertRejected(chain.members[0], with: CancellablePromiseError.cancelled)
+        pendingSeal.fulfill(0)
+    }
+
     // MARK: Chain order
 
     /// "Cancellation settles in chain order": an observer and the members behind it are not
