@@ -31,17 +31,17 @@ extension CancelStorage {
 
     /// Makes `context`, this new storage's creator, the context its promises return.
     func adopt(_ context: CancelContext) {
-        withOwnFields { $0.publicContext = context }
+        withOwnFields { publicContext = context }
     }
 
     /// The chain's public context: the one handed out before if it is still alive, so that
     /// every promise of the chain returns the same, or a new one (a new handle).
     func context() -> CancelContext {
-        withOwnFields { own in
-            if let context = own.publicContext { return context }
+        withOwnFields {
+            if let context = publicContext { return context }
             addHandle()
             let context = CancelContext(counted: self)
-            own.publicContext = context
+            publicContext = context
             return context
         }
     }
@@ -72,9 +72,9 @@ extension CancelStorage {
     /// The storage this absorbed storage counted as a handle of, no longer held (see
     /// `ChainState.handlesGone`).
     func takeHolding() -> CancelStorage? {
-        withOwnFields { own in
-            guard case .forwarded(let next, let holding) = own.forwarding else { return nil }
-            own.forwarding = .forwarded(next: next, holding: nil)
+        withOwnFields {
+            guard case .forwarded(let next, let holding) = forwarding else { return nil }
+            forwarding = .forwarded(next: next, holding: nil)
             return holding
         }
     }

@@ -126,6 +126,12 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         @inline(__always) set { own.pointee.forwarding = newValue }
     }
 
+    /// The context `context()` handed out, while it lives. Guarded by this storage's own lock.
+    var publicContext: CancelContext? {
+        get { own.pointee.publicContext }
+        set { own.pointee.publicContext = newValue }
+    }
+
     // MARK: The three ways into the lock
 
     /// The way to the chain's machine, for every event and every read: locks the root this
@@ -154,13 +160,15 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         return result
     }
 
-    /// The way to this storage's own fields (`forwarding`, the public context), never to the
-    /// machine: locks this storage alone.
+    /// The way to this storage's own fields (`forwarding`, `publicContext`), never to the
+    /// machine: locks this storage alone and runs `body`, which reads and writes them through
+    /// their accessors. Each accessor touches its own field: the lock word and the handle count
+    /// sit in the same header and are only ever accessed atomically.
     @inline(__always)
-    func withOwnFields<R>(_ body: (_ fields: inout OwnFields) -> R) -> R {
+    func withOwnFields<R>(_ body: () -> R) -> R {
         lock()
         defer { unlock() }
-        return body(&own.pointee)
+        return body()
     }
 
     // The third way is `join`, the one place that holds two locks (below).
@@ -186,9 +194,9 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
         guard hops > 1 else { return storage }
         let root = storage
         root.unlock()
-        withOwnFields { own in
-            if case .forwarded(let next, let holding) = own.forwarding, next !== root {
-                own.forwarding = .forwarded(next: root, holding: holding)
+        withOwnFields {
+            if case .forwarded(let next, let holding) = forwarding, next !== root {
+                forwarding = .forwarded(next: root, holding: holding)
             }
         }
         // The root may have been absorbed since it was unlocked: start again from it.
@@ -315,7 +323,7 @@ final class CancelStorage: ManagedBuffer<OwnFields, ChainState>, PromiseAttachme
     var forwardingHops: Int {
         var storage = self
         var hops = 0
-        while case .forwarded(let next, _) = storage.withOwnFields({ $0.forwarding }) {
+        while case .forwarded(let next, _) = storage.withOwnFields({ storage.forwarding }) {
             storage = next
             hops += 1
         }
