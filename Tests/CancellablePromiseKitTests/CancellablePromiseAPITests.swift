@@ -280,4 +280,20 @@ final class CancellablePromiseAPITests: XCTestCase {
         XCTAssertTrue(promise.description.contains("cancelled"))
         XCTAssertTrue(promise.debugDescription.contains("isCancelled: true"))
     }
+
+    /// A guarantee continued with a step returning a cancellable promise: the result is
+    /// cancellable from there, and cancelling it cancels the promise the body returned.
+    func testAGuaranteeContinuedWithACancellableStepIsCancellableFromThere() {
+        let (inner, innerResolver) = CancellablePromise<Int>.pending()
+        let (guarantee, resolve) = Guarantee<Int>.pending()
+        let result = guarantee.then(on: nil) { _ in inner }
+        resolve(1)
+        result.cancel()
+        XCTAssertEqual(result.error as? CancellablePromiseError, .cancelled)
+        XCTAssertTrue(inner.promise.isRejected, "the promise the body returned is cancelled")
+        withExtendedLifetime(innerResolver) {}
+
+        let tripled = Guarantee.value(2).then(on: nil) { CancellablePromise.value($0 * 3) }
+        XCTAssertEqual(tripled.value, 6)
+    }
 }

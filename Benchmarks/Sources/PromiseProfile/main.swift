@@ -6,7 +6,7 @@
 // cancel_resolver_cancel, cancel_race_when_two, cancellize_cancel, bridge_cancel, base_task_cancel,
 // token_request_cancel, token_derived, token_promise, bag_store_cancel, share_follower_cancel,
 // coalesce_hit_cancel, cancel_chain_tail_main_actor, cancel_chain_tail_on_main, main_actor_hops,
-// main_queue_hops.
+// main_queue_hops, abandon_pending.
 
 import CancellablePromiseKit
 import Dispatch
@@ -241,6 +241,16 @@ case "cancellize_cancel":
         cancellable.cancel()
         resolver.fulfill(1)
         consume(cancellable)
+    }
+case "abandon_pending":
+    // A pending `CancellablePromise` whose last handle goes away while its work runs (the chain is
+    // abandoned: its cancel closure released uncalled), then its work finishes.
+    for _ in 0..<iterations {
+        let (promise, resolver) = CancellablePromise<Int>.pending()
+        let core = promise.promise
+        consume(promise)
+        resolver.fulfill(1)
+        precondition(core.isFulfilled)
     }
 case "cancel_resolver_cancel":
     // `CancellablePromise(resolver:)` made and cancelled.

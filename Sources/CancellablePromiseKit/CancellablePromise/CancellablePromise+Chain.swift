@@ -371,18 +371,10 @@ extension Promise {
 }
 
 extension Guarantee {
-    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
-    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
-    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
-    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
-    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
-    ///
-    /// ```swift
-    /// let finalizer = firstly { login() }.then { creds in
-    ///     fetch(avatar: creds.user).cancellize()
-    /// }.done { image in … }.catch(policy: .allErrors) { … }
-    /// finalizer.cancel()
-    /// ```
+    /// Continues a plain chain with a cancellable step, as `Promise.then(on:flags:_:)` with a
+    /// body returning a `CancellablePromise` does: the result is cancellable from here on;
+    /// cancelling rejects it at once and cancels the promise `body` returned, and if `body` has
+    /// not started it never runs, while this guarantee's own work goes on.
     ///
     /// Without `on:`, or with `on: .main`, the body is a main-actor body: it runs on the main
     /// queue and may touch main-actor state. Give a queue, or `nil`, for a `@Sendable` body run there.
@@ -395,20 +387,8 @@ extension Guarantee {
         then(on: on.queue, flags: flags, _mainActorBody(body))
     }
 
-    /// Continues a plain chain with a cancellable step (PromiseKit 7's "convert a standard chain
-    /// to a cancellable chain"): the result is a `CancellablePromise`, so the chain is
-    /// cancellable from here on. `body` runs on `on` with the value and its promise's chain joins
-    /// the result's. Cancelling rejects the result at once and cancels the promise `body`
-    /// returned; if `body` has not started it never runs, and this thenable's own work goes on.
-    ///
-    /// ```swift
-    /// let finalizer = firstly { login() }.then { creds in
-    ///     fetch(avatar: creds.user).cancellize()
-    /// }.done { image in … }.catch(policy: .allErrors) { … }
-    /// finalizer.cancel()
-    /// ```
-    ///
-    /// The body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
+    /// Continues a plain chain with a cancellable step (see the main-actor overload above). The
+    /// body is `@Sendable`: it runs on `on`, or synchronously on the settling thread for
     /// `on: nil`.
     @preconcurrency @_disfavoredOverload
     @inlinable public func then<U>(
@@ -416,8 +396,6 @@ extension Guarantee {
         flags: DispatchWorkItemFlags? = nil,
         _ body: @escaping @Sendable (T) throws -> CancellablePromise<U>
     ) -> CancellablePromise<U> {
-        // Not `cancellize()`: cancelling the cancellable part leaves this thenable's task alone.
-        CancellablePromise<T>(newChain: asPromise()._mirror(), cancel: nil)
-            .then(on: on, flags: flags, body)
+        asPromise().then(on: on, flags: flags, body)
     }
 }
